@@ -1,0 +1,113 @@
+// Command nodeconverge converges GPU Kubernetes nodes over SSH: it reads an
+// Ansible-style inventory and playbook, plans every change with the node's
+// own tools, and applies only what validated. This file parses flags; the
+// work is in engine/app.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"nodeconverge/engine/app"
+	"nodeconverge/engine/report"
+)
+
+// exitError carries an exit code out of cobra without printing twice.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := root().ExecuteContext(ctx)
+	stop()
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(report.ExitFailed)
+	}
+}
+
+func root() *cobra.Command {
+	c := &cobra.Command{
+		Use:           "nodeconverge",
+		Short:         "Idempotent, validated provisioning of GPU Kubernetes nodes over SSH",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	c.AddCommand(applyCmd(), inventoryCmd())
+	return c
+}
+
+func applyCmd() *cobra.Command {
+	var o app.ApplyOptions
+	c := &cobra.Command{
+		Use:   "apply -i INVENTORY PLAYBOOK...",
+		Short: "Converge the hosts of a playbook (with --check: plan only, exit 2 on drift)",
+		Long: `Converge the hosts of a playbook.
+
+Exit codes: 0 success (in check mode: nothing to change), 1 a failure,
+2 check mode only: changes pending (drift), 4 a host unreachable and nothing failed.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Playbooks = args
+			o.Stdout = cmd.OutOrStdout()
+			code, err := app.Apply(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitError{code}
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&o.Inventory, "inventory", "i", "", "inventory file (Ansible YAML)")
+	f.BoolVarP(&o.Check, "check", "C", false, "plan only: change nothing, exit 2 when changes are pending")
+	f.BoolVarP(&o.Diff, "diff", "D", false, "show unified diffs of files and of the effective config")
+	f.BoolVarP(&o.Verbose, "verbose", "v", false, "show notes, validation evidence and command output")
+	f.StringVarP(&o.Limit, "limit", "l", "", "limit to hosts matching an Ansible pattern")
+	f.IntVarP(&o.Forks, "forks", "f", 20, "hosts worked on at once")
+	f.StringArrayVarP(&o.ExtraVars, "extra-vars", "e", nil, "key=value (or @file.yaml); beats every other variable")
+	f.StringVar(&o.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
+	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "record unknown host keys (a changed key is always refused)")
+	f.StringVar(&o.SSHConfig, "ssh-config", "", "ssh config file (default ~/.ssh/config)")
+	f.StringVar(&o.StateDir, "state-dir", "", "state directory on the nodes (default /var/lib/nodeconverge)")
+	must(c.MarkFlagRequired("inventory"))
+	return c
+}
+
+func inventoryCmd() *cobra.Command {
+	var path string
+	var list bool
+	c := &cobra.Command{
+		Use:   "inventory -i INVENTORY --list",
+		Short: "Print the resolved inventory as JSON (like ansible-inventory --list)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !list {
+				return errors.New("inventory: nothing to do; pass --list")
+			}
+			return app.ListInventory(path, cmd.OutOrStdout())
+		},
+	}
+	c.Flags().StringVarP(&path, "inventory", "i", "", "inventory file")
+	c.Flags().BoolVar(&list, "list", false, "print hosts, groups and vars as JSON")
+	must(c.MarkFlagRequired("inventory"))
+	return c
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}

@@ -1,0 +1,119 @@
+// Package app wires the engine together for the command line: it loads the
+// inventory and playbooks, dials hosts over SSH, runs, and renders the
+// report. cmd/nodeconverge only parses flags and calls it, so everything a
+// command does is testable without a process.
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"nodeconverge/engine/inventory"
+	"nodeconverge/engine/playbook"
+	"nodeconverge/engine/report"
+	"nodeconverge/engine/runner"
+	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/sshconn"
+
+	// Every shipped module registers itself.
+	_ "nodeconverge/modules/all"
+)
+
+// ApplyOptions are the flags of `nodeconverge apply`.
+type ApplyOptions struct {
+	Inventory         string
+	Playbooks         []string
+	Check             bool
+	Diff              bool
+	Verbose           bool
+	Limit             string
+	Forks             int
+	ExtraVars         []string
+	KnownHosts        string
+	AcceptNewHostKeys bool
+	SSHConfig         string
+	StateDir          string
+	Stdout            io.Writer
+}
+
+// SSHOptions builds the transport options shared by every command that
+// reaches nodes.
+func SSHOptions(knownHosts, sshConfig string, acceptNew bool) sshconn.Options {
+	return sshconn.Options{
+		KnownHostsFile:    knownHosts,
+		AcceptNewHostKeys: acceptNew,
+		SSHConfigFile:     sshConfig,
+		UseAgent:          os.Getenv("SSH_AUTH_SOCK") != "",
+	}
+}
+
+// Dialer returns the runner's Dial function: one SSH connection per host,
+// with the inventory's connection variables.
+func Dialer(opts sshconn.Options) func(ctx context.Context, h *inventory.Host, become bool) (transport.Conn, error) {
+	return func(ctx context.Context, h *inventory.Host, become bool) (transport.Conn, error) {
+		return sshconn.Dial(ctx, opts, Target(h, become))
+	}
+}
+
+// Target maps an inventory host to an SSH target.
+func Target(h *inventory.Host, become bool) sshconn.Target {
+	return sshconn.Target{
+		Name: h.Name, Address: h.Conn.Address, Port: h.Conn.Port, User: h.Conn.User,
+		KeyFile: h.Conn.KeyFile, ProxyJump: h.Conn.ProxyJump,
+		Become: become, BecomeUser: h.Conn.BecomeUser,
+	}
+}
+
+// Apply runs `nodeconverge apply` and returns the exit code. An error means
+// the run could not start; it maps to exit code 1.
+func Apply(ctx context.Context, o ApplyOptions) (int, error) {
+	inv, err := inventory.Load(o.Inventory)
+	if err != nil {
+		return report.ExitFailed, err
+	}
+	extra, err := playbook.ParseExtraVars(o.ExtraVars)
+	if err != nil {
+		return report.ExitFailed, fmt.Errorf("--extra-vars: %w", err)
+	}
+	var plays []*playbook.Play
+	for _, pb := range o.Playbooks {
+		ps, err := playbook.Load(pb)
+		if err != nil {
+			return report.ExitFailed, err
+		}
+		plays = append(plays, ps...)
+	}
+	out := o.Stdout
+	if out == nil {
+		out = os.Stdout
+	}
+	ssh := SSHOptions(o.KnownHosts, o.SSHConfig, o.AcceptNewHostKeys)
+	run, err := runner.Run(ctx, inv, plays, runner.Options{
+		Check: o.Check, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra,
+		Dial: Dialer(ssh), IsUnreachable: sshconn.IsUnreachable,
+		HostOptions: transport.HostOptions{StateDir: o.StateDir},
+		Observer:    &report.Human{W: out, Diff: o.Diff, Verbose: o.Verbose},
+	})
+	if err != nil {
+		return report.ExitFailed, err
+	}
+	return run.ExitCode(), nil
+}
+
+// ListInventory prints the resolved inventory as JSON.
+func ListInventory(path string, w io.Writer) error {
+	inv, err := inventory.Load(path)
+	if err != nil {
+		return err
+	}
+	b, err := inv.ListJSON()
+	if err != nil {
+		return fmt.Errorf("render inventory: %w", err)
+	}
+	if _, err := w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("write inventory: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+// Package module holds the contract every converge module follows and the
+// registry the playbook loader and runner look modules up in.
+//
+// A module is two steps. Check reads the node through a transport.Reader,
+// which cannot write, builds the whole desired state, validates candidates in
+// a scratch directory with the node's own tools, and returns a Plan: data that
+// says exactly what Apply would do. Apply receives a transport.Writer and the
+// Plan and performs exactly that. After Apply the runner calls Check again; a
+// plan that is still not empty is a failure ("did not converge").
+package module
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"sort"
+	"sync"
+
+	"nodeconverge/engine/transport"
+)
+
+// Args is a module's typed arguments: a pointer to a struct whose fields
+// carry `yaml` tags. The playbook loader rejects keys the struct does not
+// have, decodes the task's mapping into it after variables are substituted,
+// and then calls Validate for rules a type cannot express.
+type Args interface {
+	Validate() error
+}
+
+// Module is one converge module.
+type Module interface {
+	// NewArgs returns a pointer to a zero Args with the module's defaults
+	// set; the playbook is decoded over it.
+	NewArgs() Args
+	// Check reads the node and returns what Apply would do. It must not
+	// change the node; h has no method that could.
+	Check(ctx context.Context, h transport.Reader, args Args) (*Plan, error)
+	// Apply performs exactly p and reports what changed.
+	Apply(ctx context.Context, h transport.Writer, p *Plan) (*Result, error)
+}
+
+// Describer is implemented by modules that want a one-line summary of their
+// arguments in progress output.
+type Describer interface {
+	Describe(args Args) string
+}
+
+// Action is what a plan does to one path, a small closed set in the spirit of
+// terraform's plans.Action.
+type Action string
+
+// The actions a FileChange can carry.
+const (
+	Create Action = "create"
+	Update Action = "update"
+	Delete Action = "delete"
+	Move   Action = "move"
+)
+
+// FileChange is one planned change to a file on the node.
+type FileChange struct {
+	Action Action      `json:"action"`
+	Path   string      `json:"path"`
+	From   string      `json:"from,omitempty"` // for Move
+	Before []byte      `json:"-"`
+	After  []byte      `json:"-"`
+	Mode   fs.FileMode `json:"mode,omitempty"`
+	Owner  string      `json:"owner,omitempty"`
+	Group  string      `json:"group,omitempty"`
+	// BeforeHash fingerprints the live content the plan was made from
+	// ("" when the file did not exist), so a saved plan can refuse a node
+	// that changed since.
+	BeforeHash string `json:"before_sha256,omitempty"`
+	AfterHash  string `json:"after_sha256,omitempty"`
+	// Reasons says why, beyond the content (mode, owner).
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// EffectiveChange is one key of a daemon's effective configuration that the
+// plan changes, as the daemon itself reported it for the live and the
+// candidate tree.
+type EffectiveChange struct {
+	Key    string `json:"key"`
+	Before string `json:"before,omitempty"`
+	After  string `json:"after,omitempty"`
+}
+
+// Evidence records one validation: which command proved what, and how it
+// ended. It is part of the plan so a reviewer sees why a write is safe.
+type Evidence struct {
+	What     string `json:"what"`
+	Command  string `json:"command"`
+	OK       bool   `json:"ok"`
+	Output   string `json:"output,omitempty"`
+	Required bool   `json:"required"`
+}
+
+// Plan is what Apply would do. It is data: the human output, --diff, the
+// JSON report and the exit code are all views of it.
+type Plan struct {
+	Files     []FileChange      `json:"files,omitempty"`
+	Effective []EffectiveChange `json:"effective,omitempty"`
+	// Commands are mutating commands Apply would run (the command module).
+	Commands []string `json:"commands,omitempty"`
+	// Restart names services Apply would restart.
+	Restart  []string   `json:"restart,omitempty"`
+	Evidence []Evidence `json:"evidence,omitempty"`
+	// Skip, when set, says why the module does nothing in this mode (for
+	// example a command in check mode); the task is reported as skipped.
+	Skip  string   `json:"skip,omitempty"`
+	Notes []string `json:"notes,omitempty"`
+	// Data is module-private state Apply needs beyond Files; it must
+	// survive JSON so a saved plan can be applied later.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// Changed reports whether applying the plan would change anything.
+func (p *Plan) Changed() bool {
+	return p != nil && p.Skip == "" && (len(p.Files) > 0 || len(p.Commands) > 0 || len(p.Restart) > 0)
+}
+
+// Result is what Apply did.
+type Result struct {
+	Changed bool         `json:"changed"`
+	Files   []FileChange `json:"files,omitempty"`
+	Msg     string       `json:"msg,omitempty"`
+	// Output is a command's output when the task is a command.
+	Output string `json:"output,omitempty"`
+}
+
+// Hash is the fingerprint used in plans: hex SHA-256, "" for nil.
+func Hash(b []byte) string {
+	if b == nil {
+		return ""
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// ValidationError is a failed validation of a candidate: the write was
+// blocked and the node is unchanged. The runner reports it as a failed task
+// with the evidence attached.
+type ValidationError struct {
+	Msg      string
+	Evidence []Evidence
+}
+
+func (e *ValidationError) Error() string { return e.Msg }
+
+var (
+	mu       sync.RWMutex
+	registry = map[string]Module{}
+)
+
+// Register makes a module available to playbooks under name. Modules call it
+// from init, so adding a module is one folder plus one blank import in
+// modules/all.
+func Register(name string, m Module) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic(fmt.Sprintf("module %q registered twice", name))
+	}
+	registry[name] = m
+}
+
+// Lookup returns the module registered under name.
+func Lookup(name string) (Module, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	m, ok := registry[name]
+	return m, ok
+}
+
+// Names lists every registered module, sorted, for suggestions and help.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make([]string, 0, len(registry))
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

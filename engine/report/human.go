@@ -1,0 +1,166 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/pmezard/go-difflib/difflib"
+
+	"nodeconverge/engine/module"
+)
+
+// Observer receives a run as it happens. The runner calls it from several
+// goroutines; implementations serialise themselves.
+type Observer interface {
+	PlayStart(name string, hosts []string)
+	TaskStart(name string, handler bool)
+	Result(tr *TaskResult)
+	Done(r *Run)
+}
+
+// Human writes Ansible-like text: a header per task, a line per host, diffs
+// when asked, and a recap.
+type Human struct {
+	W    io.Writer
+	Diff bool
+	// Verbose also prints plan notes and validation evidence.
+	Verbose bool
+	mu      sync.Mutex
+}
+
+// PlayStart prints the play header.
+func (h *Human) PlayStart(name string, hosts []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fmt.Fprintf(h.W, "\nPLAY [%s] (%d hosts)\n", name, len(hosts))
+}
+
+// TaskStart prints the task header.
+func (h *Human) TaskStart(name string, handler bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kind := "TASK"
+	if handler {
+		kind = "HANDLER"
+	}
+	fmt.Fprintf(h.W, "\n%s [%s]\n", kind, name)
+}
+
+// Result prints one host's outcome of the current task.
+func (h *Human) Result(tr *TaskResult) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: [%s]", tr.Status, tr.Host)
+	if tr.Plan != nil && (tr.Status == Changed || tr.Status == Failed) {
+		for _, f := range tr.Plan.Files {
+			fmt.Fprintf(&b, " %s %s", f.Action, f.Path)
+			if f.Action == module.Move {
+				fmt.Fprintf(&b, " (from %s)", f.From)
+			}
+		}
+		for _, c := range tr.Plan.Commands {
+			fmt.Fprintf(&b, " run %q", c)
+		}
+	}
+	if len(tr.Because) > 0 {
+		fmt.Fprintf(&b, " (because %s)", strings.Join(tr.Because, ", "))
+	}
+	if tr.Msg != "" {
+		msg := strings.TrimRight(tr.Msg, "\n")
+		if strings.Contains(msg, "\n") {
+			fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(msg, "\n", "\n    "))
+		} else {
+			fmt.Fprintf(&b, " => %s", msg)
+		}
+	}
+	if tr.Result != nil && tr.Result.Output != "" && h.Verbose {
+		fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(tr.Result.Output, "\n", "\n    "))
+	}
+	b.WriteString("\n")
+	if tr.Plan != nil && h.Verbose {
+		for _, n := range tr.Plan.Notes {
+			fmt.Fprintf(&b, "    note: %s\n", n)
+		}
+		for _, e := range tr.Plan.Evidence {
+			fmt.Fprintf(&b, "    evidence: %s: %s (ok=%v)\n", e.What, e.Command, e.OK)
+		}
+	}
+	if h.Diff && tr.Plan != nil && tr.Status != Skipped {
+		b.WriteString(PlanDiff(tr.Host, tr.Plan))
+	}
+	io.WriteString(h.W, b.String())
+}
+
+// PlanDiff renders a plan's file changes as unified diffs and its effective
+// changes as key lines.
+func PlanDiff(host string, p *module.Plan) string {
+	var b strings.Builder
+	for _, f := range p.Files {
+		if f.Action == module.Move {
+			fmt.Fprintf(&b, "--- %s:%s\n+++ %s:%s\n(moved, content unchanged)\n", host, f.From, host, f.Path)
+			continue
+		}
+		from, to := host+":"+f.Path, host+":"+f.Path
+		if f.Action == module.Create {
+			from = "/dev/null"
+		}
+		if f.Action == module.Delete {
+			to = "/dev/null"
+		}
+		ud := difflib.UnifiedDiff{
+			A: difflib.SplitLines(string(f.Before)), B: difflib.SplitLines(string(f.After)),
+			FromFile: from, ToFile: to, Context: 3,
+		}
+		text, err := difflib.GetUnifiedDiffString(ud)
+		if err != nil {
+			fmt.Fprintf(&b, "(diff of %s failed: %v)\n", f.Path, err)
+			continue
+		}
+		b.WriteString(text)
+		if text != "" && !strings.HasSuffix(text, "\n") {
+			b.WriteString("\n")
+		}
+		for _, r := range f.Reasons {
+			if r != "content" {
+				fmt.Fprintf(&b, "    %s: %s\n", f.Path, r)
+			}
+		}
+	}
+	if len(p.Effective) > 0 {
+		fmt.Fprintf(&b, "effective config (%s, as the node's containerd loads it):\n", host)
+		for _, e := range p.Effective {
+			switch {
+			case e.Before == "":
+				fmt.Fprintf(&b, "  + %s = %s\n", e.Key, e.After)
+			case e.After == "":
+				fmt.Fprintf(&b, "  - %s = %s\n", e.Key, e.Before)
+			default:
+				fmt.Fprintf(&b, "  ~ %s = %s -> %s\n", e.Key, e.Before, e.After)
+			}
+		}
+	}
+	return b.String()
+}
+
+// Done prints the recap.
+func (h *Human) Done(r *Run) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range r.Errors {
+		fmt.Fprintf(h.W, "\nERROR: %s\n", e)
+	}
+	fmt.Fprintf(h.W, "\nRECAP%s\n", map[bool]string{true: " (check mode: nothing was changed)", false: ""}[r.Check])
+	width := 0
+	hosts := r.SortedHosts()
+	for _, host := range hosts {
+		width = max(width, len(host))
+	}
+	for _, host := range hosts {
+		rc := r.Recap[host]
+		fmt.Fprintf(h.W, "%-*s : ok=%d changed=%d unreachable=%d failed=%d skipped=%d\n",
+			width, host, rc.OK, rc.Changed, rc.Unreachable, rc.Failed, rc.Skipped)
+	}
+}

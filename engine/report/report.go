@@ -1,0 +1,172 @@
+// Package report turns a run's plans and results into what people and tools
+// read: a line per host per task, unified diffs, a recap, JSON, and the exit
+// code. All of them are views of the same Run value, so they cannot disagree.
+package report
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"nodeconverge/engine/module"
+)
+
+// Status is the outcome of one task on one host.
+type Status string
+
+// The statuses, as Ansible names them.
+const (
+	OK          Status = "ok"
+	Changed     Status = "changed"
+	Failed      Status = "failed"
+	Unreachable Status = "unreachable"
+	Skipped     Status = "skipped"
+)
+
+// Exit codes, documented in the README.
+const (
+	ExitOK          = 0 // success; in check mode nothing to change
+	ExitFailed      = 1 // a task failed, or the run could not start
+	ExitDrift       = 2 // check mode only: changes are pending
+	ExitUnreachable = 4 // a host was unreachable and nothing failed
+)
+
+// TaskResult is one task on one host.
+type TaskResult struct {
+	Play     string         `json:"play"`
+	Task     string         `json:"task"`
+	Module   string         `json:"module"`
+	Host     string         `json:"host"`
+	Handler  bool           `json:"handler,omitempty"`
+	Status   Status         `json:"status"`
+	Msg      string         `json:"msg,omitempty"`
+	Plan     *module.Plan   `json:"plan,omitempty"`
+	Result   *module.Result `json:"result,omitempty"`
+	Duration time.Duration  `json:"duration_ns"`
+	// Because names the tasks whose changes notified this handler.
+	Because []string `json:"because,omitempty"`
+}
+
+// Recap counts a host's task outcomes.
+type Recap struct {
+	OK          int `json:"ok"`
+	Changed     int `json:"changed"`
+	Failed      int `json:"failed"`
+	Unreachable int `json:"unreachable"`
+	Skipped     int `json:"skipped"`
+}
+
+// Run is everything one invocation did or planned.
+type Run struct {
+	ID       string            `json:"run_id"`
+	Check    bool              `json:"check"`
+	Started  time.Time         `json:"started"`
+	Finished time.Time         `json:"finished"`
+	Results  []*TaskResult     `json:"results"`
+	Recap    map[string]*Recap `json:"recap"`
+	// Hosts is the order hosts first appeared in, for stable output.
+	Hosts []string `json:"hosts"`
+	// Errors are failures of the run itself, not of a task (a play that
+	// stopped on max_fail_percentage, say).
+	Errors []string `json:"errors,omitempty"`
+
+	mu sync.Mutex
+}
+
+// NewRun starts an empty run.
+func NewRun(id string, check bool) *Run {
+	return &Run{ID: id, Check: check, Started: time.Now().UTC(), Recap: map[string]*Recap{}}
+}
+
+// Add records a result; safe for concurrent use.
+func (r *Run) Add(tr *TaskResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Results = append(r.Results, tr)
+	rc := r.recap(tr.Host)
+	switch tr.Status {
+	case OK:
+		rc.OK++
+	case Changed:
+		rc.Changed++
+	case Failed:
+		rc.Failed++
+	case Unreachable:
+		rc.Unreachable++
+	case Skipped:
+		rc.Skipped++
+	}
+}
+
+// AddError records a failure of the run itself.
+func (r *Run) AddError(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Errors = append(r.Errors, msg)
+}
+
+func (r *Run) recap(host string) *Recap {
+	rc, ok := r.Recap[host]
+	if !ok {
+		rc = &Recap{}
+		r.Recap[host] = rc
+		r.Hosts = append(r.Hosts, host)
+	}
+	return rc
+}
+
+// Touch makes host appear in the recap even if no task ran on it.
+func (r *Run) Touch(host string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recap(host)
+}
+
+// SortedHosts returns the hosts in first-seen order.
+func (r *Run) SortedHosts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.Hosts...)
+}
+
+// ExitCode is the documented exit code of the run: failure beats
+// unreachable beats drift.
+func (r *Run) ExitCode() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var failed, unreachable, changed bool
+	for _, rc := range r.Recap {
+		failed = failed || rc.Failed > 0
+		unreachable = unreachable || rc.Unreachable > 0
+		changed = changed || rc.Changed > 0
+	}
+	switch {
+	case failed || len(r.Errors) > 0:
+		return ExitFailed
+	case unreachable:
+		return ExitUnreachable
+	case r.Check && changed:
+		return ExitDrift
+	}
+	return ExitOK
+}
+
+// ChangedFiles lists, per host, the paths that changed (or would change in
+// check mode), sorted: the unit the check/apply agreement is measured in.
+func (r *Run) ChangedFiles() map[string][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string][]string{}
+	for _, tr := range r.Results {
+		if tr.Status != Changed || tr.Plan == nil {
+			continue
+		}
+		for _, f := range tr.Plan.Files {
+			out[tr.Host] = append(out[tr.Host], string(f.Action)+" "+f.Path)
+		}
+	}
+	for h := range out {
+		sort.Strings(out[h])
+	}
+	return out
+}

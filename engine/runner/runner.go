@@ -1,0 +1,451 @@
+// Package runner runs plays: hosts x tasks in Ansible's linear order, bounded
+// by forks, batched by serial, stopped by max_fail_percentage, with handlers
+// flushed at the end of each batch on the hosts whose tasks changed
+// something. It never knows what a module does: it hands Check a read-only
+// view of the host, decides from the Plan, hands Apply the writer, and checks
+// again to prove convergence.
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+
+	"nodeconverge/engine/inventory"
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/overlay"
+	"nodeconverge/engine/playbook"
+	"nodeconverge/engine/report"
+	"nodeconverge/engine/transport"
+)
+
+// Options configure one run.
+type Options struct {
+	Check     bool
+	Forks     int
+	Limit     string
+	ExtraVars map[string]any
+	// Dial opens the one connection a host gets for the whole run.
+	Dial func(ctx context.Context, h *inventory.Host, become bool) (transport.Conn, error)
+	// IsUnreachable tells connection failures (the host is reported
+	// unreachable, the others go on) from other errors.
+	IsUnreachable func(error) bool
+	RunID         string
+	HostOptions   transport.HostOptions
+	Observer      report.Observer
+}
+
+// NewRunID returns a sortable, unique run id such as
+// 20261129T211000Z-1a2b3c.
+func NewRunID() string {
+	var b [3]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // the platform is broken; nothing sane to do
+	}
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
+
+type hostState struct {
+	host *inventory.Host
+	mu   sync.Mutex
+	conn transport.Conn
+	h    *transport.Host
+	// plan overlays the planned writes of earlier tasks in check mode.
+	plan *overlay.Overlay
+	// failed or unreachable hosts take no further part in the run, as in
+	// Ansible.
+	out bool
+}
+
+type runner struct {
+	o     Options
+	inv   *inventory.Inventory
+	run   *report.Run
+	hosts map[string]*hostState
+	mu    sync.Mutex
+}
+
+type rendered map[*playbook.Task]map[string]module.Args
+
+// Preflight renders every task for every host it targets, so a typo in a
+// variable fails the run before any node is touched.
+func Preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map[*playbook.Play][]*inventory.Host, rendered, error) {
+	var errs *multierror.Error
+	targets := map[*playbook.Play][]*inventory.Host{}
+	args := rendered{}
+	var limit map[string]bool
+	if o.Limit != "" {
+		hs, err := inv.Select(o.Limit)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--limit: %w", err)
+		}
+		limit = map[string]bool{}
+		for _, h := range hs {
+			limit[h.Name] = true
+		}
+	}
+	for _, p := range plays {
+		hs, err := inv.Select(p.Hosts)
+		if err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("%s: play %q: %w", p.Pos, p.Name, err))
+			continue
+		}
+		var sel []*inventory.Host
+		for _, h := range hs {
+			if limit == nil || limit[h.Name] {
+				sel = append(sel, h)
+			}
+		}
+		targets[p] = sel
+		for _, t := range append(append([]*playbook.Task(nil), p.Tasks...), p.Handlers...) {
+			args[t] = map[string]module.Args{}
+			for _, h := range sel {
+				a, err := t.Render(hostVars(h, p, o))
+				if err != nil {
+					errs = multierror.Append(errs, fmt.Errorf("host %s: %w", h.Name, err))
+					continue
+				}
+				args[t][h.Name] = a
+			}
+		}
+	}
+	if err := errs.ErrorOrNil(); err != nil {
+		return nil, nil, flatErr(errs)
+	}
+	return targets, args, nil
+}
+
+// flatErr prints a multierror as one error per line, without the "N errors
+// occurred" banner, since each line already names its file and position.
+func flatErr(m *multierror.Error) error {
+	if len(m.Errors) == 1 {
+		return m.Errors[0]
+	}
+	lines := make([]string, len(m.Errors))
+	for i, e := range m.Errors {
+		lines[i] = e.Error()
+	}
+	return errors.New(strings.Join(lines, "\n"))
+}
+
+func hostVars(h *inventory.Host, p *playbook.Play, o Options) map[string]any {
+	base := map[string]any{"inventory_hostname": h.Name, "group_names": h.Groups}
+	return playbook.MergeVars(base, h.Vars, p.Vars, o.ExtraVars)
+}
+
+// Run executes the plays and returns what happened. It returns an error only
+// when the run could not start (bad input); task failures are in the Run.
+func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, o Options) (*report.Run, error) {
+	if o.Forks <= 0 {
+		o.Forks = 20
+	}
+	if o.RunID == "" {
+		o.RunID = NewRunID()
+	}
+	if o.IsUnreachable == nil {
+		o.IsUnreachable = func(error) bool { return false }
+	}
+	targets, args, err := Preflight(inv, plays, o)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{o: o, inv: inv, run: report.NewRun(o.RunID, o.Check), hosts: map[string]*hostState{}}
+	defer r.closeAll()
+	for _, p := range plays {
+		if ctx.Err() != nil {
+			r.run.AddError(fmt.Sprintf("run interrupted: %v", ctx.Err()))
+			break
+		}
+		r.play(ctx, p, targets[p], args)
+	}
+	r.run.Finished = time.Now().UTC()
+	if o.Observer != nil {
+		o.Observer.Done(r.run)
+	}
+	return r.run, nil
+}
+
+func (r *runner) state(h *inventory.Host) *hostState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.hosts[h.Name]
+	if !ok {
+		s = &hostState{host: h}
+		r.hosts[h.Name] = s
+	}
+	return s
+}
+
+func (r *runner) closeAll() {
+	for _, s := range r.hosts {
+		if s.conn != nil {
+			if err := s.conn.Close(); err != nil {
+				r.run.AddError(fmt.Sprintf("close connection to %s: %v", s.host.Name, err))
+			}
+		}
+	}
+}
+
+func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.Host, args rendered) {
+	names := make([]string, len(hosts))
+	for i, h := range hosts {
+		names[i] = h.Name
+		r.run.Touch(h.Name)
+	}
+	if r.o.Observer != nil {
+		r.o.Observer.PlayStart(p.Name, names)
+	}
+	become := p.Become
+	for bi, batch := range p.Batches(len(hosts)) {
+		var active []*hostState
+		for _, i := range batch {
+			s := r.state(hosts[i])
+			if !s.out {
+				active = append(active, s)
+			}
+		}
+		if len(active) == 0 {
+			continue
+		}
+		size := len(active)
+		notified := map[string]map[string][]string{} // handler -> host -> because
+		failedInBatch := 0
+		stopped := false
+		for _, t := range p.Tasks {
+			results := r.runTask(ctx, p, t, active, args[t], become, nil)
+			var still []*hostState
+			for i, tr := range results {
+				switch tr.Status {
+				case report.Failed, report.Unreachable:
+					active[i].out = true
+					failedInBatch++
+					continue
+				case report.Changed:
+					for _, hn := range t.Notify {
+						if notified[hn] == nil {
+							notified[hn] = map[string][]string{}
+						}
+						notified[hn][tr.Host] = append(notified[hn][tr.Host], t.Name)
+					}
+				}
+				still = append(still, active[i])
+			}
+			active = still
+			if msg := failLimit(p, failedInBatch, size); msg != "" {
+				r.run.AddError(fmt.Sprintf("play %q: %s", p.Name, msg))
+				stopped = true
+				break
+			}
+			if len(active) == 0 {
+				break
+			}
+		}
+		// Handlers run even after a max_fail stop on the hosts that are
+		// still in: a restart owed for a written file must not be lost.
+		r.flushHandlers(ctx, p, active, notified, args, become)
+		if stopped {
+			return
+		}
+		if len(active) == 0 && bi < len(p.Batches(len(hosts)))-1 {
+			r.run.AddError(fmt.Sprintf("play %q: every host of batch %d failed; stopping before the next batch is touched", p.Name, bi+1))
+			return
+		}
+	}
+}
+
+// failLimit says whether the play must stop. Without max_fail_percentage a
+// play goes on with the hosts that are left, as Ansible does.
+func failLimit(p *playbook.Play, failed, size int) string {
+	if p.MaxFailPercentage == nil || size == 0 {
+		return ""
+	}
+	pct := float64(failed) * 100 / float64(size)
+	if pct > *p.MaxFailPercentage {
+		return fmt.Sprintf("%d of %d hosts failed (%.0f%%), above max_fail_percentage %g; stopping the play", failed, size, math.Round(pct), *p.MaxFailPercentage)
+	}
+	return ""
+}
+
+func (r *runner) flushHandlers(ctx context.Context, p *playbook.Play, active []*hostState, notified map[string]map[string][]string, args rendered, become *bool) {
+	for _, h := range p.Handlers {
+		who := notified[h.Name]
+		if len(who) == 0 {
+			continue
+		}
+		var hs []*hostState
+		for _, s := range active {
+			if _, ok := who[s.host.Name]; ok && !s.out {
+				hs = append(hs, s)
+			}
+		}
+		if len(hs) == 0 {
+			continue
+		}
+		results := r.runTask(ctx, p, h, hs, args[h], become, who)
+		for i, tr := range results {
+			if tr.Status == report.Failed || tr.Status == report.Unreachable {
+				hs[i].out = true
+			}
+		}
+	}
+}
+
+func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task, hs []*hostState, args map[string]module.Args, become *bool, because map[string][]string) []*report.TaskResult {
+	if r.o.Observer != nil {
+		r.o.Observer.TaskStart(t.Name, t.Handler)
+	}
+	results := make([]*report.TaskResult, len(hs))
+	sem := make(chan struct{}, r.o.Forks)
+	var wg sync.WaitGroup
+	for i, s := range hs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			start := time.Now()
+			tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Handler: t.Handler}
+			if because != nil {
+				tr.Because = dedupe(because[s.host.Name])
+			}
+			r.execute(ctx, tr, s, args[s.host.Name], become)
+			tr.Duration = time.Since(start)
+			results[i] = tr
+			r.run.Add(tr)
+			if r.o.Observer != nil {
+				r.o.Observer.Result(tr)
+			}
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (r *runner) connect(ctx context.Context, s *hostState, become *bool) (*transport.Host, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.h != nil {
+		return s.h, nil
+	}
+	b := s.host.Conn.Become
+	if become != nil {
+		b = *become
+	}
+	c, err := r.o.Dial(ctx, s.host, b)
+	if err != nil {
+		return nil, err
+	}
+	s.conn = c
+	s.h = transport.NewHost(c, r.o.HostOptions)
+	s.plan = overlay.New(transport.ReadOnly(s.h))
+	return s.h, nil
+}
+
+func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostState, args module.Args, become *bool) {
+	fail := func(st report.Status, err error) {
+		tr.Status = st
+		tr.Msg = err.Error()
+	}
+	h, err := r.connect(ctx, s, become)
+	if err != nil {
+		if r.o.IsUnreachable(err) {
+			fail(report.Unreachable, err)
+		} else {
+			fail(report.Failed, err)
+		}
+		return
+	}
+	m, ok := module.Lookup(tr.Module)
+	if !ok {
+		fail(report.Failed, fmt.Errorf("module %q is not registered", tr.Module))
+		return
+	}
+	view := transport.ReadOnly(h)
+	if r.o.Check {
+		view = s.plan
+	}
+	plan, err := m.Check(ctx, view, args)
+	if err != nil {
+		r.checkErr(tr, err)
+		return
+	}
+	tr.Plan = plan
+	switch {
+	case plan.Skip != "":
+		tr.Status, tr.Msg = report.Skipped, plan.Skip
+		return
+	case !plan.Changed():
+		tr.Status = report.OK
+		return
+	case r.o.Check && isImperative(m):
+		tr.Status, tr.Msg = report.Skipped, "check mode does not run commands; it would run: "+strings.Join(plan.Commands, "; ")
+		return
+	case r.o.Check:
+		tr.Status = report.Changed
+		s.plan.Record(plan.Files)
+		return
+	}
+	res, err := m.Apply(ctx, h, plan)
+	if err != nil {
+		r.checkErr(tr, fmt.Errorf("apply: %w", err))
+		return
+	}
+	tr.Result = res
+	tr.Status = report.Changed
+	if isImperative(m) {
+		return
+	}
+	again, err := m.Check(ctx, transport.ReadOnly(h), args)
+	if err != nil {
+		r.checkErr(tr, fmt.Errorf("re-check after apply: %w", err))
+		return
+	}
+	if again.Changed() {
+		var left []string
+		for _, f := range again.Files {
+			left = append(left, string(f.Action)+" "+f.Path)
+		}
+		left = append(left, again.Commands...)
+		sort.Strings(left)
+		tr.Status = report.Failed
+		tr.Msg = "did not converge: after apply, check still plans " + strings.Join(left, ", ")
+	}
+}
+
+func (r *runner) checkErr(tr *report.TaskResult, err error) {
+	tr.Msg = err.Error()
+	tr.Status = report.Failed
+	if r.o.IsUnreachable(err) {
+		tr.Status = report.Unreachable
+	}
+	var ve *module.ValidationError
+	if errors.As(err, &ve) && tr.Plan == nil {
+		tr.Plan = &module.Plan{Evidence: ve.Evidence}
+	}
+}
+
+func isImperative(m module.Module) bool {
+	i, ok := m.(interface{ Imperative() bool })
+	return ok && i.Imperative()
+}

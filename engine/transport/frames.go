@@ -1,0 +1,283 @@
+package transport
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+)
+
+// frames reads the records a remote script prints (see prelude). Every
+// length comes from the node, so every read is bounds-checked: a short or
+// garbled stream is an error, never a panic or a silently short file.
+type frames struct {
+	b   []byte
+	off int
+}
+
+// line returns the bytes up to the next newline, without it.
+func (f *frames) line() (string, error) {
+	i := bytes.IndexByte(f.b[f.off:], '\n')
+	if i < 0 {
+		return "", fmt.Errorf("at byte %d: missing end of line", f.off)
+	}
+	s := string(f.b[f.off : f.off+i])
+	f.off += i + 1
+	return s, nil
+}
+
+// take returns the next n bytes.
+func (f *frames) take(n int) ([]byte, error) {
+	if n < 0 || n > len(f.b)-f.off {
+		return nil, fmt.Errorf("at byte %d: want %d bytes, %d left", f.off, n, len(f.b)-f.off)
+	}
+	out := f.b[f.off : f.off+n : f.off+n]
+	f.off += n
+	return out, nil
+}
+
+// header reads a record header and checks its field count.
+func (f *frames) header() ([]string, error) {
+	l, err := f.line()
+	if err != nil {
+		return nil, err
+	}
+	fields := strings.Split(l, " ")
+	want := map[string]int{"F": 3, "P": 2, "S": 1, "M": 3, "C": 3, "O": 3, "X": 3, "Z": 1}
+	n, ok := want[fields[0]]
+	if !ok {
+		return nil, fmt.Errorf("at byte %d: unknown record %q", f.off-len(l)-1, l)
+	}
+	if fields[0] == "F" && len(fields) == 4 && fields[2] == "E" {
+		n = 4
+	}
+	if len(fields) != n {
+		return nil, fmt.Errorf("at byte %d: malformed record %q", f.off-len(l)-1, l)
+	}
+	return fields, nil
+}
+
+// num parses a non-negative decimal field.
+func num(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("bad number %q", s)
+	}
+	return n, nil
+}
+
+// readFile reads the rest of an F or P record whose header is h. A present
+// file (P) gets its metadata and content later, from readStats.
+func (f *frames) readFile(h []string) (*FileInfo, error) {
+	n, err := num(h[1])
+	if err != nil {
+		return nil, fmt.Errorf("file record: %w", err)
+	}
+	name, err := f.take(n)
+	if err != nil {
+		return nil, fmt.Errorf("file record name: %w", err)
+	}
+	fi := &FileInfo{Path: string(name)}
+	if h[0] == "P" {
+		fi.Exists = true
+		return fi, nil
+	}
+	switch h[2] {
+	case "0":
+		return fi, nil
+	case "E":
+		n, err := num(h[3])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", fi.Path, err)
+		}
+		msg, err := f.take(n)
+		if err != nil {
+			return nil, fmt.Errorf("%s: error text: %w", fi.Path, err)
+		}
+		return nil, &ReadError{Path: fi.Path, Msg: strings.TrimSpace(string(msg))}
+	default:
+		return nil, fmt.Errorf("%s: bad file state %q", fi.Path, h[2])
+	}
+}
+
+// readStats reads the body of an S record: two stat lines for each present
+// file (the size of the copy that was read, then the path's own metadata),
+// then the contents of all of them.
+func (f *frames) readStats(present []*FileInfo) error {
+	sizes := make([]int, len(present))
+	for i, fi := range present {
+		copyLine, err := f.line()
+		if err != nil {
+			return fmt.Errorf("%s: size: %w", fi.Path, err)
+		}
+		metaLine, err := f.line()
+		if err != nil {
+			return fmt.Errorf("%s: metadata: %w", fi.Path, err)
+		}
+		if sizes[i], err = num(strings.SplitN(copyLine, " ", 2)[0]); err != nil {
+			return fmt.Errorf("%s: size: %w", fi.Path, err)
+		}
+		meta := strings.Split(metaLine, " ")
+		if len(meta) != 6 {
+			return fmt.Errorf("%s: malformed metadata %q", fi.Path, metaLine)
+		}
+		raw, err := strconv.ParseUint(meta[1], 16, 32)
+		if err != nil {
+			return fmt.Errorf("%s: mode %q: %w", fi.Path, meta[1], err)
+		}
+		fi.Mode = fileMode(uint32(raw))
+		fi.IsDir = fi.Mode.IsDir()
+		if fi.UID, err = num(meta[2]); err != nil {
+			return fmt.Errorf("%s: uid: %w", fi.Path, err)
+		}
+		if fi.GID, err = num(meta[3]); err != nil {
+			return fmt.Errorf("%s: gid: %w", fi.Path, err)
+		}
+		fi.Owner, fi.Group = knownName(meta[4]), knownName(meta[5])
+	}
+	for i, fi := range present {
+		var err error
+		if fi.Content, err = f.take(sizes[i]); err != nil {
+			return fmt.Errorf("%s: content: %w", fi.Path, err)
+		}
+	}
+	return nil
+}
+
+// knownName maps stat's placeholder for an id without a name to "".
+func knownName(s string) string {
+	if s == "UNKNOWN" {
+		return ""
+	}
+	return s
+}
+
+// readCmd reads the rest of a C record whose header is h.
+func (f *frames) readCmd(h []string) (int, *CmdResult, error) {
+	i, err := num(h[1])
+	if err != nil {
+		return 0, nil, fmt.Errorf("command record: %w", err)
+	}
+	rc, err := strconv.Atoi(h[2])
+	if err != nil {
+		return 0, nil, fmt.Errorf("command %d: exit code %q", i, h[2])
+	}
+	var sizes [2]int
+	for k := range sizes {
+		l, err := f.line()
+		if err != nil {
+			return 0, nil, fmt.Errorf("command %d: output size: %w", i, err)
+		}
+		if sizes[k], err = num(l); err != nil {
+			return 0, nil, fmt.Errorf("command %d: output size: %w", i, err)
+		}
+	}
+	res := &CmdResult{ExitCode: rc}
+	if res.Stdout, err = f.take(sizes[0]); err != nil {
+		return 0, nil, fmt.Errorf("command %d: stdout: %w", i, err)
+	}
+	if res.Stderr, err = f.take(sizes[1]); err != nil {
+		return 0, nil, fmt.Errorf("command %d: stderr: %w", i, err)
+	}
+	return i, res, nil
+}
+
+// readText reads the length-framed text of an O or X record.
+func (f *frames) readText(h []string) (int, string, error) {
+	i, err := num(h[1])
+	if err != nil {
+		return 0, "", fmt.Errorf("%s record: %w", h[0], err)
+	}
+	n, err := num(h[2])
+	if err != nil {
+		return 0, "", fmt.Errorf("%s record %d: %w", h[0], i, err)
+	}
+	b, err := f.take(n)
+	if err != nil {
+		return 0, "", fmt.Errorf("%s record %d: %w", h[0], i, err)
+	}
+	return i, string(b), nil
+}
+
+// end checks that Z was the last thing printed.
+func (f *frames) end() error {
+	if f.off != len(f.b) {
+		return fmt.Errorf("%d unexpected bytes after the end record", len(f.b)-f.off)
+	}
+	return nil
+}
+
+// fileMode converts a raw st_mode as printed by stat %f.
+func fileMode(raw uint32) fs.FileMode {
+	m := fs.FileMode(raw & 0o777)
+	if raw&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if raw&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if raw&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	switch raw & 0o170000 {
+	case 0o040000:
+		m |= fs.ModeDir
+	case 0o120000:
+		m |= fs.ModeSymlink
+	case 0o010000:
+		m |= fs.ModeNamedPipe
+	case 0o140000:
+		m |= fs.ModeSocket
+	case 0o020000:
+		m |= fs.ModeDevice | fs.ModeCharDevice
+	case 0o060000:
+		m |= fs.ModeDevice
+	}
+	return m
+}
+
+// chmodArg renders the permission bits of m for chmod, "" for 0 (keep).
+func chmodArg(m fs.FileMode) string {
+	if m == 0 {
+		return ""
+	}
+	bits := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		bits |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		bits |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		bits |= 0o1000
+	}
+	return fmt.Sprintf("%04o", bits)
+}
+
+// ReadError is a path Query found but could not read. It fails the whole
+// Query: a module must not plan from a file it could not see.
+type ReadError struct {
+	Path string
+	Msg  string
+}
+
+func (e *ReadError) Error() string {
+	return fmt.Sprintf("read %s: %s", e.Path, e.Msg)
+}
+
+// OpError is an Apply op that failed on the node. Ops before it completed;
+// ops after it were not attempted.
+type OpError struct {
+	Index  int
+	Op     Op
+	Stderr string
+}
+
+func (e *OpError) Error() string {
+	target := e.Op.Path
+	if e.Op.Kind == OpMove {
+		target = e.Op.From + " -> " + e.Op.Path
+	}
+	return fmt.Sprintf("op %d (%s %s): %s", e.Index, e.Op.Kind, target, e.Stderr)
+}

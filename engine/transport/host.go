@@ -1,0 +1,525 @@
+package transport
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultStateDir is where nodeconverge keeps its state on a node.
+const DefaultStateDir = "/var/lib/nodeconverge"
+
+// DefaultKeepBackups is how many runs' backup directories a node keeps.
+const DefaultKeepBackups = 10
+
+// HostOptions configures a Host.
+type HostOptions struct {
+	// RunID names this run's backup directory. Runs are pruned oldest
+	// first by name, so it should sort by time; NewRunID makes one.
+	// Empty means NewRunID().
+	RunID string
+	// StateDir is nodeconverge's directory on the node; backups go to
+	// StateDir/backups/<RunID>/<absolute path>. Empty means
+	// DefaultStateDir.
+	StateDir string
+	// KeepBackups is how many runs' backup directories to keep, this run
+	// included. 0 means DefaultKeepBackups.
+	KeepBackups int
+}
+
+// Stats counts what a Host sent and received, for benchmarks and for
+// checking that a module used one round trip.
+type Stats struct {
+	RoundTrips    int64
+	BytesSent     int64
+	BytesReceived int64
+}
+
+// Host implements Writer (and so Reader) over a Conn: each method is one
+// shell script, run with one Conn.Run.
+type Host struct {
+	conn Conn
+	opts HostOptions
+
+	roundTrips atomic.Int64
+	sent       atomic.Int64
+	received   atomic.Int64
+}
+
+var _ Writer = (*Host)(nil)
+
+// NewHost returns a Host that talks to a node over c.
+func NewHost(c Conn, opts HostOptions) *Host {
+	if opts.RunID == "" {
+		opts.RunID = NewRunID(time.Now())
+	}
+	if opts.StateDir == "" {
+		opts.StateDir = DefaultStateDir
+	}
+	if opts.KeepBackups <= 0 {
+		opts.KeepBackups = DefaultKeepBackups
+	}
+	return &Host{conn: c, opts: opts}
+}
+
+// NewRunID returns a run id that sorts by time: 20261129T211000Z-abcd.
+func NewRunID(t time.Time) string {
+	b := make([]byte, 2)
+	// A failed read leaves zeros: the id is still valid, only less unique
+	// within one second, so it is not worth failing a run for.
+	if _, err := rand.Read(b); err != nil {
+		b = []byte{0, 0}
+	}
+	return t.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
+}
+
+// Host returns the node's inventory name.
+func (h *Host) Host() string { return h.conn.Name() }
+
+// Stats returns the round trips and bytes so far.
+func (h *Host) Stats() Stats {
+	return Stats{
+		RoundTrips:    h.roundTrips.Load(),
+		BytesSent:     h.sent.Load(),
+		BytesReceived: h.received.Load(),
+	}
+}
+
+// run sends s and returns its records, checking that the script got to its
+// end record.
+func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *CmdResult, error) {
+	text, stdin, err := s.build()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %s: %w", h.Host(), what, err)
+	}
+	h.roundTrips.Add(1)
+	h.sent.Add(int64(len(text) + len(stdin)))
+	res, err := h.conn.Run(ctx, text, stdin)
+	if res != nil {
+		h.received.Add(int64(len(res.Stdout) + len(res.Stderr)))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %s: %w", h.Host(), what, err)
+	}
+	// The last record is "Z\n"; without it the script died part way and
+	// its stderr says why.
+	if res.ExitCode != 0 || !strings.HasSuffix(string(res.Stdout), "Z\n") {
+		return nil, nil, fmt.Errorf("%s: %s: remote script failed (exit %d): %s",
+			h.Host(), what, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	return &frames{b: res.Stdout}, res, nil
+}
+
+// Query reads files, expands globs and runs read-only commands in one round
+// trip. Globs are expanded by the node's shell in the C locale, so matches
+// sort bytewise and, as in any shell, `*` does not match a leading dot (ask
+// for `dir/.*.toml` as well to see hidden files). A path that exists but
+// cannot be read fails the Query with a *ReadError.
+func (h *Host) Query(ctx context.Context, q Query) (*Snapshot, error) {
+	s := &script{}
+	// Present paths collect in the positional parameters as copy/path
+	// pairs for _nc_emit; see prelude.
+	s.line("set --")
+	s.line("_nc_k=0")
+	for _, p := range q.Files {
+		if err := checkQueryPath(p); err != nil {
+			return nil, fmt.Errorf("%s: query: file %q: %w", h.Host(), p, err)
+		}
+		s.line(`_nc_k=$((_nc_k + 1)); _nc_copy "$_nc_k"`, ShellQuote(p),
+			`&& set -- "$@" "$T/c$_nc_k"`, ShellQuote(p))
+	}
+	for i, g := range q.Globs {
+		if err := checkQueryPath(g); err != nil {
+			return nil, fmt.Errorf("%s: query: glob %q: %w", h.Host(), g, err)
+		}
+		// Unquoted on purpose, with IFS empty: expanded, never split.
+		s.line("_nc_g=" + ShellQuote(g))
+		s.line(`for _nc_f in $_nc_g; do if [ -e "$_nc_f" ] || [ -L "$_nc_f" ]; then`)
+		s.line(fmt.Sprintf(`printf 'M %d %%d\n%%s' "${#_nc_f}" "$_nc_f"`, i))
+		s.line(`_nc_k=$((_nc_k + 1)); _nc_copy "$_nc_k" "$_nc_f" && set -- "$@" "$T/c$_nc_k" "$_nc_f"`)
+		s.line("fi; done")
+	}
+	s.line(`_nc_emit "$@"`)
+	for i, c := range q.Cmds {
+		if err := s.cmd(i, c); err != nil {
+			return nil, fmt.Errorf("%s: query: command %d: %w", h.Host(), i, err)
+		}
+	}
+	f, _, err := h.run(ctx, "query", s)
+	if err != nil {
+		return nil, err
+	}
+	snap := &Snapshot{
+		Files: make(map[string]*FileInfo, len(q.Files)),
+		Globs: make(map[string][]string, len(q.Globs)),
+		Cmds:  make([]*CmdResult, len(q.Cmds)),
+	}
+	for _, g := range q.Globs {
+		snap.Globs[g] = []string{}
+	}
+	if err := parseSnapshot(f, q, snap); err != nil {
+		return nil, fmt.Errorf("%s: query: %w", h.Host(), err)
+	}
+	return snap, nil
+}
+
+func parseSnapshot(f *frames, q Query, snap *Snapshot) error {
+	var present []*FileInfo
+	stats := false
+	for {
+		hdr, err := f.header()
+		if err != nil {
+			return err
+		}
+		switch hdr[0] {
+		case "F", "P":
+			if stats {
+				return fmt.Errorf("file record after the stat record")
+			}
+			fi, err := f.readFile(hdr)
+			if err != nil {
+				return err
+			}
+			snap.Files[fi.Path] = fi
+			if fi.Exists {
+				present = append(present, fi)
+			}
+		case "S":
+			if stats {
+				return fmt.Errorf("second stat record")
+			}
+			stats = true
+			if err := f.readStats(present); err != nil {
+				return err
+			}
+		case "M":
+			gi, name, err := f.readText(hdr)
+			if err != nil {
+				return err
+			}
+			if gi >= len(q.Globs) {
+				return fmt.Errorf("match for glob %d of %d", gi, len(q.Globs))
+			}
+			snap.Globs[q.Globs[gi]] = append(snap.Globs[q.Globs[gi]], name)
+		case "C":
+			i, res, err := f.readCmd(hdr)
+			if err != nil {
+				return err
+			}
+			if i >= len(snap.Cmds) {
+				return fmt.Errorf("result for command %d of %d", i, len(snap.Cmds))
+			}
+			snap.Cmds[i] = res
+		case "Z":
+			if err := f.end(); err != nil {
+				return err
+			}
+			if len(present) > 0 && !stats {
+				return fmt.Errorf("no metadata for %s", present[0].Path)
+			}
+			for i, c := range snap.Cmds {
+				if c == nil {
+					return fmt.Errorf("no result for command %d", i)
+				}
+			}
+			return nil
+		default:
+			return fmt.Errorf("unexpected %s record", hdr[0])
+		}
+	}
+}
+
+// checkQueryPath accepts what a shell word can carry. Relative paths are
+// allowed (they resolve against the remote login directory) but are rarely
+// what a module means, so modules should pass absolute ones.
+func checkQueryPath(p string) error {
+	if p == "" {
+		return fmt.Errorf("empty path")
+	}
+	return checkNUL(p)
+}
+
+// Stage lays the files out in a fresh scratch directory (mode 0700, under
+// the node's temporary directory), exports its path as SCRATCH, runs the
+// commands in order inside it, and removes it however the script ends. Every
+// command runs even when an earlier one failed; the caller judges the
+// results.
+func (h *Host) Stage(ctx context.Context, r StageRequest) ([]*CmdResult, error) {
+	names := make([]string, 0, len(r.Files))
+	for name := range r.Files {
+		if err := checkRelPath(name); err != nil {
+			return nil, fmt.Errorf("%s: stage: file %q: %w", h.Host(), name, err)
+		}
+		names = append(names, name)
+	}
+	// Sorted so parents are made before children and a failure names the
+	// same file on every run.
+	sort.Strings(names)
+	s := &script{}
+	s.line(`SCRATCH="$T/scratch"`)
+	s.line(`export SCRATCH`)
+	s.line(`mkdir -m 0700 -- "$SCRATCH"`, `||`, `exit 117`)
+	for i, name := range names {
+		clean := path.Clean(name)
+		dir := path.Dir(clean)
+		if dir == "." {
+			dir = ""
+		}
+		mode := r.Files[name].Mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		s.line("_nc_sfile", ShellQuote(clean), ShellQuote(dir), s.blob(r.Files[name].Content),
+			chmodArg(mode), `> "$T/e" 2>&1 || _nc_fail`, fmt.Sprint(i))
+	}
+	s.line(`cd -- "$SCRATCH"`, `||`, `exit 117`)
+	for i, c := range r.Cmds {
+		if err := s.cmd(i, c); err != nil {
+			return nil, fmt.Errorf("%s: stage: command %d: %w", h.Host(), i, err)
+		}
+	}
+	s.line(`cd /`)
+	f, _, err := h.run(ctx, "stage", s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*CmdResult, len(r.Cmds))
+	for {
+		hdr, err := f.header()
+		if err != nil {
+			return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
+		}
+		switch hdr[0] {
+		case "C":
+			i, res, err := f.readCmd(hdr)
+			if err != nil {
+				return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
+			}
+			if i >= len(out) {
+				return nil, fmt.Errorf("%s: stage: result for command %d of %d", h.Host(), i, len(out))
+			}
+			out[i] = res
+		case "X":
+			i, msg, err := f.readText(hdr)
+			if err != nil {
+				return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
+			}
+			if i >= len(names) {
+				return nil, fmt.Errorf("%s: stage: failure of file %d of %d", h.Host(), i, len(names))
+			}
+			return nil, fmt.Errorf("%s: stage: write %s: %s", h.Host(), names[i], strings.TrimSpace(msg))
+		case "Z":
+			if err := f.end(); err != nil {
+				return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
+			}
+			for i, c := range out {
+				if c == nil {
+					return nil, fmt.Errorf("%s: stage: no result for command %d", h.Host(), i)
+				}
+			}
+			return out, nil
+		default:
+			return nil, fmt.Errorf("%s: stage: unexpected %s record", h.Host(), hdr[0])
+		}
+	}
+}
+
+// checkRelPath accepts a path that stays inside the scratch directory.
+func checkRelPath(p string) error {
+	if err := checkNUL(p); err != nil {
+		return err
+	}
+	if p == "" || path.IsAbs(p) {
+		return fmt.Errorf("must be a relative path")
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return fmt.Errorf("must not contain ..")
+		}
+	}
+	if path.Clean(p) == "." {
+		return fmt.Errorf("names the scratch directory itself")
+	}
+	return nil
+}
+
+// checkLivePath accepts an absolute, clean path other than /.
+func checkLivePath(p string) error {
+	if err := checkNUL(p); err != nil {
+		return err
+	}
+	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+		return fmt.Errorf("must be a clean absolute path other than /")
+	}
+	return nil
+}
+
+// Apply performs ops in order, each atomically, and stops at the first
+// failure, returning the results of the ops that completed and an *OpError.
+//
+// A write goes to a temporary file in the target's directory (created 0755
+// when missing), takes the existing file's owner, group and mode unless the
+// op names them (a new file is 0644, owned by the connecting user), is
+// synced, renamed over the target and the directory synced. A symbolic link
+// at the target is followed, so the file it points to is replaced. With
+// Backup, the previous version is copied (cp -a) to
+// StateDir/backups/<RunID>/<path> before it changes; the first backup of a
+// path in a run wins, so the backup is the state before the run. A move
+// backs up both the source and an existing destination and reports the
+// source's backup. Removing a missing path succeeds. Before any op, backup
+// directories of older runs beyond KeepBackups are removed.
+func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	if err := h.checkOptions(); err != nil {
+		return nil, fmt.Errorf("%s: apply: %w", h.Host(), err)
+	}
+	backups := path.Join(h.opts.StateDir, "backups")
+	s := &script{}
+	s.line("BK=" + ShellQuote(path.Join(backups, h.opts.RunID)))
+	for _, op := range ops {
+		if op.Backup {
+			// Keep KeepBackups-1 older runs: this run's directory,
+			// created below, is the last one kept.
+			s.line("_nc_prune", ShellQuote(backups), fmt.Sprint(h.opts.KeepBackups-1),
+				ShellQuote(h.opts.RunID), `> "$T/e" 2>&1 || _nc_fail -1`)
+			break
+		}
+	}
+	for i, op := range ops {
+		if err := checkLivePath(op.Path); err != nil {
+			return nil, fmt.Errorf("%s: apply: op %d (%s %q): %w", h.Host(), i, op.Kind, op.Path, err)
+		}
+		backup := "0"
+		if op.Backup {
+			backup = "1"
+		}
+		var words []string
+		switch op.Kind {
+		case OpWrite:
+			if err := checkNUL(op.Owner + op.Group); err != nil {
+				return nil, fmt.Errorf("%s: apply: op %d (write %s): owner or group: %w", h.Host(), i, op.Path, err)
+			}
+			content := op.Content
+			if content == nil {
+				content = []byte{}
+			}
+			words = []string{"_nc_write", ShellQuote(op.Path), s.blob(content),
+				ShellQuote(chmodArg(op.Mode)), ShellQuote(op.Owner), ShellQuote(op.Group), backup}
+		case OpMove:
+			if err := checkLivePath(op.From); err != nil {
+				return nil, fmt.Errorf("%s: apply: op %d (move %q): from: %w", h.Host(), i, op.From, err)
+			}
+			words = []string{"_nc_move", ShellQuote(op.Path), ShellQuote(op.From), backup}
+		case OpRemove:
+			words = []string{"_nc_remove", ShellQuote(op.Path), backup}
+		default:
+			return nil, fmt.Errorf("%s: apply: op %d: unknown kind %q", h.Host(), i, op.Kind)
+		}
+		words = append(words, `> "$T/e" 2>&1 || _nc_fail`, fmt.Sprint(i))
+		s.line(words...)
+		s.line("_nc_ok", fmt.Sprint(i))
+	}
+	f, _, err := h.run(ctx, "apply", s)
+	if err != nil {
+		return nil, err
+	}
+	var done []OpResult
+	for {
+		hdr, err := f.header()
+		if err != nil {
+			return done, fmt.Errorf("%s: apply: %w", h.Host(), err)
+		}
+		switch hdr[0] {
+		case "O":
+			i, bk, err := f.readText(hdr)
+			if err != nil {
+				return done, fmt.Errorf("%s: apply: %w", h.Host(), err)
+			}
+			if i != len(done) || i >= len(ops) {
+				return done, fmt.Errorf("%s: apply: result for op %d out of order", h.Host(), i)
+			}
+			done = append(done, OpResult{Path: ops[i].Path, BackupPath: bk})
+		case "X":
+			// X -1 is the pruning before the first op.
+			if len(hdr) == 3 && hdr[1] == "-1" {
+				hdr[1] = "0"
+				_, msg, err := f.readText(hdr)
+				if err != nil {
+					return done, fmt.Errorf("%s: apply: %w", h.Host(), err)
+				}
+				return done, fmt.Errorf("%s: apply: prune backups in %s: %s", h.Host(), backups, strings.TrimSpace(msg))
+			}
+			i, msg, err := f.readText(hdr)
+			if err != nil {
+				return done, fmt.Errorf("%s: apply: %w", h.Host(), err)
+			}
+			if i >= len(ops) {
+				return done, fmt.Errorf("%s: apply: failure of op %d of %d", h.Host(), i, len(ops))
+			}
+			return done, fmt.Errorf("%s: apply: %w", h.Host(), &OpError{Index: i, Op: ops[i], Stderr: strings.TrimSpace(msg)})
+		case "Z":
+			if err := f.end(); err != nil {
+				return done, fmt.Errorf("%s: apply: %w", h.Host(), err)
+			}
+			if len(done) != len(ops) {
+				return done, fmt.Errorf("%s: apply: %d of %d ops reported", h.Host(), len(done), len(ops))
+			}
+			return done, nil
+		default:
+			return done, fmt.Errorf("%s: apply: unexpected %s record", h.Host(), hdr[0])
+		}
+	}
+}
+
+// checkOptions validates what Apply builds backup paths from.
+func (h *Host) checkOptions() error {
+	id := h.opts.RunID
+	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, "/\x00") {
+		return fmt.Errorf("run id %q cannot name a directory", id)
+	}
+	if err := checkLivePath(h.opts.StateDir); err != nil {
+		return fmt.Errorf("state dir %q: %w", h.opts.StateDir, err)
+	}
+	return nil
+}
+
+// Exec runs a command that may change the node: Script with `sh -c`, or
+// Argv as one quoted command. A non-zero exit is in the result, not an
+// error. Commands run with LC_ALL=C, so their output does not depend on
+// the node's locale.
+func (h *Host) Exec(ctx context.Context, c Cmd) (*CmdResult, error) {
+	s := &script{}
+	if err := s.cmd(0, c); err != nil {
+		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
+	}
+	f, _, err := h.run(ctx, "exec", s)
+	if err != nil {
+		return nil, err
+	}
+	hdr, err := f.header()
+	if err != nil {
+		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
+	}
+	if hdr[0] != "C" {
+		return nil, fmt.Errorf("%s: exec: unexpected %s record", h.Host(), hdr[0])
+	}
+	_, res, err := f.readCmd(hdr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
+	}
+	if hdr, err = f.header(); err != nil || hdr[0] != "Z" {
+		return nil, fmt.Errorf("%s: exec: missing end record", h.Host())
+	}
+	if err := f.end(); err != nil {
+		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
+	}
+	return res, nil
+}

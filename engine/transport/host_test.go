@@ -1,0 +1,754 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// shells are the shells every script test runs under: dash (the node's
+// /bin/sh on Debian, which reads its script ahead) and bash (which does not).
+var shells = []string{"sh", "bash"}
+
+func newTestHost(t *testing.T, shell string, opts HostOptions) *Host {
+	t.Helper()
+	return NewHost(&local{name: "node-" + shell, shell: shell}, opts)
+}
+
+func writeFile(t *testing.T, p string, b []byte, mode fs.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, mode); err != nil {
+		t.Fatal(err)
+	}
+	// WriteFile's mode is filtered by the umask; tests want it exact.
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func allBytes() []byte {
+	b := make([]byte, 0, 512)
+	for i := 0; i < 512; i++ {
+		b = append(b, byte(i))
+	}
+	return b
+}
+
+func randomBytes(n int, seed int64) []byte {
+	b := make([]byte, n)
+	r := rand.New(rand.NewSource(seed))
+	r.Read(b)
+	return b
+}
+
+func TestQueryFiles(t *testing.T) {
+	for _, sh := range shells {
+		t.Run(sh, func(t *testing.T) {
+			dir := t.TempDir()
+			large := randomBytes(1<<20, 1)
+			files := map[string][]byte{
+				"empty":      {},
+				"binary":     allBytes(),
+				"no-newline": []byte("last line"),
+				"large":      large,
+				"with space": []byte("a b\n"),
+				"quote'\n":   []byte("odd name\n"),
+			}
+			var paths []string
+			for name, b := range files {
+				p := filepath.Join(dir, name)
+				writeFile(t, p, b, 0o640)
+				paths = append(paths, p)
+			}
+			if err := os.Chown(filepath.Join(dir, "empty"), 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			missing := filepath.Join(dir, "missing")
+			sub := filepath.Join(dir, "sub")
+			if err := os.Mkdir(sub, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(dir, "link")
+			if err := os.Symlink(filepath.Join(dir, "binary"), link); err != nil {
+				t.Fatal(err)
+			}
+			proc := "/proc/sys/fs/inotify/max_user_instances"
+			h := newTestHost(t, sh, HostOptions{})
+			snap, err := h.Query(context.Background(), Query{
+				Files: append(paths, missing, sub, link, proc),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range files {
+				fi := snap.File(filepath.Join(dir, name))
+				if !fi.Exists || fi.IsDir || fi.Mode != 0o640 {
+					t.Errorf("%q: exists=%v dir=%v mode=%v, want a 0640 file", name, fi.Exists, fi.IsDir, fi.Mode)
+				}
+				if !bytes.Equal(fi.Content, want) {
+					t.Errorf("%q: content differs: got %d bytes, want %d", name, len(fi.Content), len(want))
+				}
+			}
+			if e := snap.File(filepath.Join(dir, "empty")); e.UID != 65534 || e.GID != 65534 || e.Owner != "nobody" || e.Group != "nogroup" {
+				t.Errorf("empty: owner %d(%s) group %d(%s), want nobody:nogroup", e.UID, e.Owner, e.GID, e.Group)
+			}
+			if b := snap.File(filepath.Join(dir, "binary")); b.Owner != "root" || b.Group != "root" || b.UID != 0 {
+				t.Errorf("binary: owner %d(%s) group %s, want root:root", b.UID, b.Owner, b.Group)
+			}
+			if m := snap.File(missing); m.Exists {
+				t.Errorf("missing file reported as existing")
+			}
+			if _, ok := snap.Files[missing]; !ok {
+				t.Errorf("missing file has no entry")
+			}
+			if d := snap.File(sub); !d.Exists || !d.IsDir || d.Mode != fs.ModeDir|0o750 || len(d.Content) != 0 {
+				t.Errorf("dir: %+v", d)
+			}
+			if l := snap.File(link); !bytes.Equal(l.Content, allBytes()) {
+				t.Errorf("symlink not followed: %d bytes", len(l.Content))
+			}
+			wantProc, err := os.ReadFile(proc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := snap.File(proc).Content; len(got) == 0 || !bytes.Equal(got, wantProc) {
+				t.Errorf("%s: got %q, want %q (stat reports size 0 for /proc files)", proc, got, wantProc)
+			}
+			if st := h.Stats(); st.RoundTrips != 1 || st.BytesReceived < 1<<20 {
+				t.Errorf("stats %+v: want 1 round trip and the 1 MiB file received", st)
+			}
+		})
+	}
+}
+
+func TestQueryGlobsSortBytewise(t *testing.T) {
+	for _, sh := range shells {
+		t.Run(sh, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "conf d")
+			names := []string{"zz-x.toml", "99-nvidia.toml", "10-a.toml", "9-b.toml", "A.toml", "_u.toml", ".hidden.toml", "other.conf"}
+			for _, n := range names {
+				writeFile(t, filepath.Join(dir, n), []byte(n), 0o644)
+			}
+			glob := filepath.Join(dir, "*.toml")
+			hidden := filepath.Join(dir, ".*.toml")
+			none := filepath.Join(dir, "*.nothing")
+			h := newTestHost(t, sh, HostOptions{})
+			snap, err := h.Query(context.Background(), Query{Globs: []string{glob, hidden, none}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, n := range []string{"10-a.toml", "9-b.toml", "99-nvidia.toml", "A.toml", "_u.toml", "zz-x.toml"} {
+				want = append(want, filepath.Join(dir, n))
+			}
+			if diff := cmp.Diff(want, snap.Globs[glob]); diff != "" {
+				t.Errorf("glob order (-want +got):\n%s", diff)
+			}
+			if !sort.StringsAreSorted(snap.Globs[glob]) {
+				t.Errorf("matches are not in byte order: %q", snap.Globs[glob])
+			}
+			if diff := cmp.Diff([]string{filepath.Join(dir, ".hidden.toml")}, snap.Globs[hidden]); diff != "" {
+				t.Errorf("hidden glob (-want +got):\n%s", diff)
+			}
+			if got, ok := snap.Globs[none]; !ok || len(got) != 0 {
+				t.Errorf("glob without matches: %q, present=%v; want an empty entry", got, ok)
+			}
+			for _, p := range want {
+				if got := string(snap.File(p).Content); got != filepath.Base(p) {
+					t.Errorf("%s: content %q", p, got)
+				}
+			}
+		})
+	}
+}
+
+func TestQueryCmds(t *testing.T) {
+	for _, sh := range shells {
+		t.Run(sh, func(t *testing.T) {
+			h := newTestHost(t, sh, HostOptions{})
+			stdin := randomBytes(100_000, 2)
+			snap, err := h.Query(context.Background(), Query{Cmds: []Cmd{
+				{Script: "printf 'out'; printf 'err\\n' >&2; exit 3"},
+				{Argv: []string{"printf", "%s|", "it's", "a \"b\"", "$HOME", "", "line\nbreak"}},
+				{Argv: []string{"cat"}, Stdin: stdin},
+				{Script: "cat; echo done"},
+				{Argv: []string{"no-such-command-nodeconverge"}},
+				{Argv: []string{"exit", "4"}},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := snap.Cmds
+			if string(c[0].Stdout) != "out" || string(c[0].Stderr) != "err\n" || c[0].ExitCode != 3 || c[0].OK() {
+				t.Errorf("cmd 0: %q %q %d", c[0].Stdout, c[0].Stderr, c[0].ExitCode)
+			}
+			if got := string(c[1].Stdout); got != "it's|a \"b\"|$HOME||line\nbreak|" || !c[1].OK() {
+				t.Errorf("cmd 1: argv not passed verbatim: %q", got)
+			}
+			if !bytes.Equal(c[2].Stdout, stdin) {
+				t.Errorf("cmd 2: stdin not passed through: %d bytes", len(c[2].Stdout))
+			}
+			if string(c[3].Stdout) != "done\n" {
+				t.Errorf("cmd 3: a command without Stdin must read nothing: %q", c[3].Stdout)
+			}
+			if c[4].ExitCode != 127 || !strings.Contains(string(c[4].Stderr), "not found") {
+				t.Errorf("cmd 4: %d %q", c[4].ExitCode, c[4].Stderr)
+			}
+			if c[5].ExitCode != 4 {
+				t.Errorf("cmd 5: a builtin in Argv must not end the script: exit %d", c[5].ExitCode)
+			}
+		})
+	}
+}
+
+func TestQueryUnreadableFails(t *testing.T) {
+	h := newTestHost(t, "sh", HostOptions{})
+	// /proc/self/mem is a regular file that even root cannot read with cat.
+	_, err := h.Query(context.Background(), Query{Files: []string{"/proc/self/mem"}})
+	var re *ReadError
+	if !errors.As(err, &re) || re.Path != "/proc/self/mem" || !strings.Contains(re.Msg, "error") {
+		t.Fatalf("got %v, want a ReadError naming /proc/self/mem", err)
+	}
+}
+
+func TestQueryRejectsBadInput(t *testing.T) {
+	h := newTestHost(t, "sh", HostOptions{})
+	for _, q := range []Query{
+		{Files: []string{""}},
+		{Files: []string{"/a\x00b"}},
+		{Cmds: []Cmd{{}}},
+		{Cmds: []Cmd{{Argv: []string{"echo", "a\x00"}}}},
+	} {
+		if _, err := h.Query(context.Background(), q); err == nil {
+			t.Errorf("%+v: accepted", q)
+		}
+	}
+	if st := h.Stats(); st.RoundTrips != 0 {
+		t.Errorf("rejected queries made %d round trips", st.RoundTrips)
+	}
+}
+
+// TestFramesTruncated feeds the parser every prefix of a real answer: each
+// must be an error, never a panic or a short snapshot.
+func TestFramesTruncated(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	writeFile(t, p, []byte("content\n"), 0o644)
+	q := Query{Files: []string{p, filepath.Join(dir, "missing")}, Globs: []string{dir + "/*"}, Cmds: []Cmd{{Script: "echo hi"}}}
+	rec := &recordConn{Conn: NewLocal("l")}
+	if _, err := NewHost(rec, HostOptions{}).Query(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	full := rec.last.Stdout
+	newSnap := func() *Snapshot {
+		return &Snapshot{Files: map[string]*FileInfo{}, Globs: map[string][]string{}, Cmds: make([]*CmdResult, 1)}
+	}
+	if err := parseSnapshot(&frames{b: full}, q, newSnap()); err != nil {
+		t.Fatalf("full answer: %v", err)
+	}
+	for n := 0; n < len(full); n++ {
+		if err := parseSnapshot(&frames{b: full[:n]}, q, newSnap()); err == nil {
+			t.Fatalf("prefix of %d/%d bytes parsed without error", n, len(full))
+		}
+	}
+	if err := parseSnapshot(&frames{b: append(append([]byte{}, full...), 'x')}, q, newSnap()); err == nil {
+		t.Fatal("trailing garbage parsed without error")
+	}
+}
+
+// recordConn keeps the last result its Conn returned.
+type recordConn struct {
+	Conn
+	last *CmdResult
+}
+
+func (r *recordConn) Run(ctx context.Context, script string, stdin []byte) (*CmdResult, error) {
+	res, err := r.Conn.Run(ctx, script, stdin)
+	r.last = res
+	return res, err
+}
+
+func TestStage(t *testing.T) {
+	for _, sh := range shells {
+		t.Run(sh, func(t *testing.T) {
+			h := newTestHost(t, sh, HostOptions{})
+			bin := randomBytes(300_000, 3)
+			res, err := h.Stage(context.Background(), StageRequest{
+				Files: map[string]StagedFile{
+					"config.toml":     {Content: []byte("version = 2\n")},
+					"conf.d/b.bin":    {Content: bin, Mode: 0o600},
+					"conf.d/deep/c":   {Content: nil},
+					"odd name's file": {Content: []byte("x")},
+				},
+				Cmds: []Cmd{
+					{Script: `printf '%s' "$SCRATCH"`},
+					{Script: `pwd; cat config.toml; stat -c '%a %s' conf.d/b.bin conf.d/deep/c config.toml "odd name's file"; stat -c %a "$SCRATCH"`},
+					{Script: `exit 5`},
+					{Argv: []string{"cat", "conf.d/b.bin"}},
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			scratch := string(res[0].Stdout)
+			if !filepath.IsAbs(scratch) {
+				t.Fatalf("SCRATCH = %q", scratch)
+			}
+			want := fmt.Sprintf("%s\nversion = 2\n600 300000\n644 0\n644 12\n644 1\n700\n", scratch)
+			if got := string(res[1].Stdout); got != want || !res[1].OK() {
+				t.Errorf("staged layout:\n got %q (stderr %q)\nwant %q", got, res[1].Stderr, want)
+			}
+			if res[2].ExitCode != 5 {
+				t.Errorf("cmd 2 exit %d, want 5", res[2].ExitCode)
+			}
+			if !bytes.Equal(res[3].Stdout, bin) {
+				t.Errorf("binary staged file differs")
+			}
+			if _, err := os.Stat(scratch); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("scratch dir %s still there after Stage: %v", scratch, err)
+			}
+			if _, err := os.Stat(filepath.Dir(scratch)); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("temp dir %s still there after Stage: %v", filepath.Dir(scratch), err)
+			}
+		})
+	}
+}
+
+func TestStageRejectsEscapes(t *testing.T) {
+	h := newTestHost(t, "sh", HostOptions{})
+	for _, name := range []string{"../x", "/etc/passwd", "a/../../x", "a/..", "", ".", "a\x00b"} {
+		_, err := h.Stage(context.Background(), StageRequest{Files: map[string]StagedFile{name: {Content: []byte("x")}}})
+		if err == nil {
+			t.Errorf("%q: accepted", name)
+		}
+	}
+	if st := h.Stats(); st.RoundTrips != 0 {
+		t.Errorf("rejected requests made %d round trips", st.RoundTrips)
+	}
+}
+
+func TestStageFileConflictFails(t *testing.T) {
+	h := newTestHost(t, "sh", HostOptions{})
+	_, err := h.Stage(context.Background(), StageRequest{Files: map[string]StagedFile{
+		"a":   {Content: []byte("file")},
+		"a/b": {Content: []byte("under a file")},
+	}})
+	if err == nil || !strings.Contains(err.Error(), "a/b") {
+		t.Fatalf("got %v, want an error naming a/b", err)
+	}
+}
+
+func readDirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func modeOf(t *testing.T, p string) fs.FileMode {
+	t.Helper()
+	st, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode()
+}
+
+func TestApply(t *testing.T) {
+	for _, sh := range shells {
+		t.Run(sh, func(t *testing.T) {
+			root := t.TempDir()
+			state := filepath.Join(root, "state")
+			live := filepath.Join(root, "etc")
+			runID := "20261129T211000Z-abcd"
+			h := newTestHost(t, sh, HostOptions{RunID: runID, StateDir: state})
+
+			existing := filepath.Join(live, "existing.toml")
+			writeFile(t, existing, []byte("old\n"), 0o600)
+			if err := os.Chown(existing, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			moved := filepath.Join(live, "conf.d", "zz-labhub.toml")
+			writeFile(t, moved, []byte("registry\n"), 0o640)
+			removed := filepath.Join(live, "conf.d", "gone.toml")
+			writeFile(t, removed, []byte("gone\n"), 0o644)
+
+			created := filepath.Join(live, "new", "dir", "created.toml")
+			explicit := filepath.Join(live, "explicit")
+			big := randomBytes(1<<20, 4)
+			ops := []Op{
+				{Kind: OpWrite, Path: created, Content: big},
+				{Kind: OpWrite, Path: existing, Content: []byte("new\n"), Backup: true},
+				{Kind: OpWrite, Path: explicit, Content: nil, Mode: 0o640 | fs.ModeSetgid, Owner: "nobody", Group: "nogroup"},
+				{Kind: OpMove, From: moved, Path: filepath.Join(live, "disabled", "zz-labhub.toml"), Backup: true},
+				{Kind: OpRemove, Path: removed, Backup: true},
+				{Kind: OpRemove, Path: filepath.Join(live, "never-existed")},
+			}
+			res, err := h.Apply(context.Background(), ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bk := func(p string) string { return filepath.Join(state, "backups", runID) + p }
+			want := []OpResult{
+				{Path: created},
+				{Path: existing, BackupPath: bk(existing)},
+				{Path: explicit},
+				{Path: ops[3].Path, BackupPath: bk(moved)},
+				{Path: removed, BackupPath: bk(removed)},
+				{Path: ops[5].Path},
+			}
+			if diff := cmp.Diff(want, res); diff != "" {
+				t.Errorf("results (-want +got):\n%s", diff)
+			}
+
+			if got, err := os.ReadFile(created); err != nil || !bytes.Equal(got, big) {
+				t.Errorf("created: %v, %d bytes", err, len(got))
+			}
+			if m := modeOf(t, created); m != 0o644 {
+				t.Errorf("new file mode %v, want 0644", m)
+			}
+			if m := modeOf(t, filepath.Join(live, "new")); m != fs.ModeDir|0o755 {
+				t.Errorf("new parent dir mode %v, want 0755", m)
+			}
+
+			if got, _ := os.ReadFile(existing); string(got) != "new\n" {
+				t.Errorf("existing: %q", got)
+			}
+			st, err := os.Stat(existing)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sys := st.Sys().(*syscall.Stat_t); st.Mode() != 0o600 || sys.Uid != 65534 || sys.Gid != 65534 {
+				t.Errorf("existing: mode %v owner %d:%d, want its old 0600 nobody:nogroup", st.Mode(), sys.Uid, sys.Gid)
+			}
+			if got, _ := os.ReadFile(bk(existing)); string(got) != "old\n" || modeOf(t, bk(existing)) != 0o600 {
+				t.Errorf("backup of existing: %q mode %v", got, modeOf(t, bk(existing)))
+			}
+			if m := modeOf(t, filepath.Join(state, "backups", runID)); m != fs.ModeDir|0o700 {
+				t.Errorf("run backup dir mode %v, want 0700", m)
+			}
+
+			st, err = os.Stat(explicit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sys := st.Sys().(*syscall.Stat_t); st.Mode() != 0o640|fs.ModeSetgid || sys.Uid != 65534 || sys.Gid != 65534 || st.Size() != 0 {
+				t.Errorf("explicit: mode %v owner %d:%d size %d", st.Mode(), sys.Uid, sys.Gid, st.Size())
+			}
+
+			if _, err := os.Stat(moved); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("move source still there: %v", err)
+			}
+			if got, _ := os.ReadFile(ops[3].Path); string(got) != "registry\n" || modeOf(t, ops[3].Path) != 0o640 {
+				t.Errorf("move target: %q", got)
+			}
+			if got, _ := os.ReadFile(bk(moved)); string(got) != "registry\n" {
+				t.Errorf("move backup: %q", got)
+			}
+			if _, err := os.Stat(removed); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("removed file still there: %v", err)
+			}
+			if got, _ := os.ReadFile(bk(removed)); string(got) != "gone\n" {
+				t.Errorf("remove backup: %q", got)
+			}
+			for _, d := range []string{live, filepath.Join(live, "conf.d"), filepath.Join(live, "new", "dir")} {
+				for _, n := range readDirNames(t, d) {
+					if strings.HasPrefix(n, ".nodeconverge.") {
+						t.Errorf("temporary file left: %s/%s", d, n)
+					}
+				}
+			}
+			if st := h.Stats(); st.RoundTrips != 1 {
+				t.Errorf("%d round trips, want 1", st.RoundTrips)
+			}
+
+			// A second write of the same path in the same run keeps the
+			// first backup: the backup is the state before the run.
+			if _, err := h.Apply(context.Background(), []Op{{Kind: OpWrite, Path: existing, Content: []byte("newer\n"), Backup: true}}); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.ReadFile(bk(existing)); string(got) != "old\n" {
+				t.Errorf("backup overwritten within a run: %q", got)
+			}
+		})
+	}
+}
+
+func TestApplyFollowsSymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "real.toml")
+	writeFile(t, target, []byte("old"), 0o600)
+	link := filepath.Join(dir, "link.toml")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	h := newTestHost(t, "sh", HostOptions{StateDir: filepath.Join(dir, "state")})
+	if _, err := h.Apply(context.Background(), []Op{{Kind: OpWrite, Path: link, Content: []byte("new")}}); err != nil {
+		t.Fatal(err)
+	}
+	if modeOf(t, link)&fs.ModeSymlink == 0 {
+		t.Errorf("symlink replaced by a file")
+	}
+	if got, _ := os.ReadFile(target); string(got) != "new" || modeOf(t, target) != 0o600 {
+		t.Errorf("target: %q mode %v", got, modeOf(t, target))
+	}
+}
+
+func TestApplyStopsAtFirstFailure(t *testing.T) {
+	for _, sh := range shells {
+		t.Run(sh, func(t *testing.T) {
+			dir := t.TempDir()
+			h := newTestHost(t, sh, HostOptions{StateDir: filepath.Join(dir, "state")})
+			blocker := filepath.Join(dir, "blocker")
+			writeFile(t, blocker, []byte("a file where a directory is needed"), 0o644)
+			first := filepath.Join(dir, "first")
+			third := filepath.Join(dir, "third")
+			ops := []Op{
+				{Kind: OpWrite, Path: first, Content: []byte("1")},
+				{Kind: OpWrite, Path: filepath.Join(blocker, "second"), Content: []byte("2")},
+				{Kind: OpWrite, Path: third, Content: []byte("3")},
+			}
+			res, err := h.Apply(context.Background(), ops)
+			var opErr *OpError
+			if !errors.As(err, &opErr) || opErr.Index != 1 || !strings.Contains(err.Error(), "blocker/second") || opErr.Stderr == "" {
+				t.Fatalf("got %v, want an OpError for op 1 with the remote stderr", err)
+			}
+			if diff := cmp.Diff([]OpResult{{Path: first}}, res); diff != "" {
+				t.Errorf("completed ops (-want +got):\n%s", diff)
+			}
+			if got, _ := os.ReadFile(first); string(got) != "1" {
+				t.Errorf("first op not done: %q", got)
+			}
+			if _, err := os.Stat(third); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("op after the failure ran: %v", err)
+			}
+		})
+	}
+}
+
+func TestApplyRefusals(t *testing.T) {
+	dir := t.TempDir()
+	h := newTestHost(t, "sh", HostOptions{StateDir: filepath.Join(dir, "state")})
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	remote := []Op{
+		{Kind: OpWrite, Path: sub, Content: []byte("x")},
+		{Kind: OpRemove, Path: sub},
+		{Kind: OpMove, From: filepath.Join(dir, "missing"), Path: filepath.Join(dir, "to")},
+	}
+	for _, op := range remote {
+		if _, err := h.Apply(context.Background(), []Op{op}); err == nil {
+			t.Errorf("%+v: accepted", op)
+		}
+	}
+	if _, err := os.Stat(sub); err != nil {
+		t.Errorf("directory damaged by a refused op: %v", err)
+	}
+	local := []Op{
+		{Kind: OpWrite, Path: "relative"},
+		{Kind: OpWrite, Path: "/"},
+		{Kind: OpWrite, Path: dir + "/../x"},
+		{Kind: OpMove, From: "", Path: filepath.Join(dir, "x")},
+		{Kind: "chmod", Path: filepath.Join(dir, "x")},
+	}
+	before := h.Stats().RoundTrips
+	for _, op := range local {
+		if _, err := h.Apply(context.Background(), []Op{op}); err == nil {
+			t.Errorf("%+v: accepted", op)
+		}
+	}
+	if n := h.Stats().RoundTrips - before; n != 0 {
+		t.Errorf("invalid ops made %d round trips", n)
+	}
+	bad := NewHost(NewLocal("l"), HostOptions{RunID: "../escape", StateDir: filepath.Join(dir, "state")})
+	if _, err := bad.Apply(context.Background(), []Op{{Kind: OpRemove, Path: filepath.Join(dir, "x"), Backup: true}}); err == nil {
+		t.Errorf("run id with a slash accepted")
+	}
+}
+
+func TestApplyPrunesOldBackups(t *testing.T) {
+	dir := t.TempDir()
+	backups := filepath.Join(dir, "state", "backups")
+	old := []string{"20240101T000000Z-0001", "20250101T000000Z-0002", "20250601T000000Z-0003", "20251231T000000Z-0004"}
+	for _, id := range old {
+		writeFile(t, filepath.Join(backups, id, "etc", "f"), []byte(id), 0o644)
+	}
+	target := filepath.Join(dir, "f")
+	writeFile(t, target, []byte("x"), 0o644)
+	run := "20261129T211000Z-abcd"
+	h := newTestHost(t, "sh", HostOptions{RunID: run, StateDir: filepath.Join(dir, "state"), KeepBackups: 3})
+	if _, err := h.Apply(context.Background(), []Op{{Kind: OpWrite, Path: target, Content: []byte("y"), Backup: true}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"20250601T000000Z-0003", "20251231T000000Z-0004", run}
+	if diff := cmp.Diff(want, readDirNames(t, backups)); diff != "" {
+		t.Errorf("backup dirs (-want +got):\n%s", diff)
+	}
+}
+
+func TestExec(t *testing.T) {
+	h := newTestHost(t, "sh", HostOptions{})
+	in := randomBytes(50_000, 5)
+	res, err := h.Exec(context.Background(), Cmd{Argv: []string{"sha256sum"}, Stdin: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%x  -\n", sha256.Sum256(in))
+	if !res.OK() || string(res.Stdout) != want {
+		t.Errorf("stdin did not reach the command intact: %q, want %q", res.Stdout, want)
+	}
+	fail, err := h.Exec(context.Background(), Cmd{Script: "echo bad >&2; exit 9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fail.ExitCode != 9 || string(fail.Stderr) != "bad\n" {
+		t.Errorf("failing command: %d %q", fail.ExitCode, fail.Stderr)
+	}
+	if st := h.Stats(); st.RoundTrips != 2 || st.BytesSent < 50_000 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestExecCancel(t *testing.T) {
+	h := newTestHost(t, "sh", HostOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	marker := filepath.Join(t.TempDir(), "started")
+	go func() {
+		_, err := h.Exec(ctx, Cmd{Script: "touch " + ShellQuote(marker) + "; exec sleep 30"})
+		done <- err
+	}()
+	// Wait for the command to have started, by polling the file it makes.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("command did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > localWaitDelay {
+		t.Errorf("cancel took %v", d)
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	h := newTestHost(t, "sh", HostOptions{})
+	r := ReadOnly(h)
+	if _, ok := r.(Writer); ok {
+		t.Fatal("ReadOnly(w) can be asserted to Writer")
+	}
+	if _, ok := r.(interface {
+		Apply(context.Context, []Op) ([]OpResult, error)
+	}); ok {
+		t.Fatal("ReadOnly(w) has an Apply method")
+	}
+	if _, ok := r.(interface {
+		Exec(context.Context, Cmd) (*CmdResult, error)
+	}); ok {
+		t.Fatal("ReadOnly(w) has an Exec method")
+	}
+	snap, err := r.Query(context.Background(), Query{Cmds: []Cmd{{Script: "echo ok"}}})
+	if err != nil || string(snap.Cmds[0].Stdout) != "ok\n" {
+		t.Fatalf("query through ReadOnly: %v", err)
+	}
+	if r.Host() != h.Host() {
+		t.Errorf("Host() = %q, want %q", r.Host(), h.Host())
+	}
+	res, err := r.Stage(context.Background(), StageRequest{Cmds: []Cmd{{Script: "echo staged"}}})
+	if err != nil || string(res[0].Stdout) != "staged\n" {
+		t.Fatalf("stage through ReadOnly: %v", err)
+	}
+}
+
+// TestShellQuoteRoundTrip quotes random strings, has the real shell print
+// them back NUL-separated, and compares.
+func TestShellQuoteRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewSource(6))
+	inputs := []string{"", "'", "''", `"`, "\\", "\n", "a b", "$(echo pwned)", "`x`", "~root", "a=b", "-n", "*", "!x", "%s", "é", "\t", "{a,b}"}
+	alphabet := "ab '\"\\\n\t$`*?[]{}()<>|&;#~=!%-_./:,@+é"
+	for i := 0; i < 300; i++ {
+		n := r.Intn(20)
+		var b strings.Builder
+		for j := 0; j < n; j++ {
+			if r.Intn(4) == 0 {
+				b.WriteByte(byte(1 + r.Intn(255)))
+			} else {
+				b.WriteByte(alphabet[r.Intn(len(alphabet))])
+			}
+		}
+		inputs = append(inputs, b.String())
+	}
+	var script strings.Builder
+	script.WriteString("printf '%s\\0'")
+	for _, s := range inputs {
+		script.WriteString(" " + ShellQuote(s))
+	}
+	script.WriteString("\n")
+	for _, sh := range shells {
+		res, err := (&local{name: "l", shell: sh}).Run(context.Background(), script.String(), nil)
+		if err != nil || !res.OK() {
+			t.Fatalf("%s: %v %q", sh, err, res.Stderr)
+		}
+		got := strings.Split(strings.TrimSuffix(string(res.Stdout), "\x00"), "\x00")
+		if diff := cmp.Diff(inputs, got); diff != "" {
+			t.Errorf("%s: round trip (-want +got):\n%s", sh, diff)
+		}
+	}
+	if ShellQuote("/etc/containerd/config.toml") != "/etc/containerd/config.toml" {
+		t.Errorf("safe path quoted: %s", ShellQuote("/etc/containerd/config.toml"))
+	}
+}
+
+func BenchmarkQuery(b *testing.B) {
+	dir := b.TempDir()
+	var files []string
+	for i := 0; i < 10; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("%02d.toml", i))
+		if err := os.WriteFile(p, bytes.Repeat([]byte("key = \"value\"\n"), 100), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		files = append(files, p)
+	}
+	h := NewHost(NewLocal("bench"), HostOptions{})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := h.Query(context.Background(), Query{Files: files}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st := h.Stats()
+	b.ReportMetric(float64(st.BytesSent)/float64(b.N), "sent/op")
+	b.ReportMetric(float64(st.BytesReceived)/float64(b.N), "recv/op")
+}

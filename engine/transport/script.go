@@ -1,0 +1,359 @@
+package transport
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
+
+// How data reaches a remote script.
+//
+// Conn.Run feeds `sh -s` the script and then stdin on one stream. A shell
+// reading its script from a pipe may read ahead of the command it is about to
+// run (dash reads up to 8 KiB at a time), so bytes meant for `head -c` can
+// vanish into the shell's own buffer. The script therefore never relies on
+// where the shell stopped reading: it is one function definition followed by
+// a single line that calls it, so the shell has parsed everything before
+// anything runs; the data is preceded by filler longer than any read-ahead and
+// a random marker line, and the script skips lines up to the marker before it
+// reads length-framed blobs with `head -c`. A random end marker after the
+// blobs proves none was short. A shell that reads further ahead than the
+// filler is detected (the marker is missing) instead of corrupting data.
+const (
+	fillerLines    = 256 // 256 lines of 64 bytes: 16 KiB, twice dash's buffer
+	fillerLineSize = 64
+)
+
+// prelude is the shell library every script is built on. Names start with
+// _nc_ so Argv commands and user scripts do not collide with them.
+//
+// Starting a process costs milliseconds on a small node, so a Query does
+// not stat and print each file on its own: every file is copied (one cat
+// each, which also gives the true size of /proc files that stat reports as
+// empty), then one stat prints the metadata of all copies and paths and one
+// cat prints every copy.
+//
+// Records written to stdout, parsed by frames:
+//
+//	F <namelen> 0\n<name>                       path missing
+//	F <namelen> E <errlen>\n<name><err>         path unreadable
+//	P <namelen>\n<name>                         path present: its copy is in S
+//	M <glob> <namelen>\n<name>                  glob match (an F or P follows)
+//	S\n<2 stat lines per P><content of every P>  after all F, M and P
+//	C <cmd> <exit>\n<outlen>\n<errlen>\n<out><err>
+//	O <op> <len>\n<backup path>                 op done
+//	X <op> <len>\n<stderr>                      op failed (script ends)
+//	Z                                           script completed
+const prelude = `_nc_in() {
+	_nc_n=0
+	while IFS= read -r _nc_l; do
+		[ "$_nc_l" = "$1" ] && return 0
+		_nc_n=$((_nc_n + 1))
+		[ "$_nc_n" -gt 300 ] && break
+	done
+	echo 'nodeconverge: input marker not found (the shell read further ahead than the filler)' >&2
+	exit 112
+}
+_nc_blob() {
+	head -c "$1" > "$2" || { echo "nodeconverge: read $1 bytes of input failed" >&2; exit 113; }
+}
+_nc_end() {
+	IFS= read -r _nc_l
+	[ "$_nc_l" = "$1" ] || { echo 'nodeconverge: input truncated' >&2; exit 114; }
+}
+_nc_size() {
+	stat -c %s -- "$@" || { echo "nodeconverge: stat $*" >&2; exit 115; }
+}
+_nc_copy() {
+	if [ ! -e "$2" ]; then
+		printf 'F %d 0\n%s' "${#2}" "$2"
+		return 1
+	fi
+	if [ -f "$2" ]; then
+		cat -- "$2" > "$T/c$1" 2> "$T/e" || { _nc_ferr "$2"; return 2; }
+	else
+		: > "$T/c$1" || exit 116
+	fi
+	printf 'P %d\n%s' "${#2}" "$2"
+}
+_nc_ferr() {
+	printf 'F %d E %d\n%s' "${#1}" "$(_nc_size "$T/e")" "$1"
+	cat -- "$T/e"
+}
+_nc_emit() {
+	[ "$#" -gt 0 ] || return 0
+	stat -L -c '%s %f %u %g %U %G' -- "$@" > "$T/st" || exit 118
+	printf 'S\n'
+	_nc_n=$(($# / 2))
+	while [ "$_nc_n" -gt 0 ]; do
+		set -- "$@" "$1"
+		shift 2
+		_nc_n=$((_nc_n - 1))
+	done
+	cat -- "$T/st" "$@" || exit 118
+}
+_nc_cmd() {
+	_nc_i=$1
+	_nc_input=$2
+	_nc_k=$3
+	shift 3
+	if [ "$_nc_k" = sh ]; then
+		sh -c "$1" < "$_nc_input" > "$T/o" 2> "$T/e"
+	else
+		( command "$@" ) < "$_nc_input" > "$T/o" 2> "$T/e"
+	fi
+	_nc_rc=$?
+	_nc_s=$(_nc_size "$T/o" "$T/e") || exit 115
+	printf 'C %d %d\n%s\n' "$_nc_i" "$_nc_rc" "$_nc_s"
+	cat -- "$T/o" "$T/e"
+}
+_nc_fail() {
+	printf 'X %d %d\n' "$1" "$(_nc_size "$T/e")"
+	cat -- "$T/e"
+	printf 'Z\n'
+	exit 0
+}
+_nc_ok() {
+	printf 'O %d %d\n%s' "$1" "${#bk}" "$bk"
+}
+_nc_sfile() {
+	if [ -n "$2" ]; then mkdir -p -- "$SCRATCH/$2" || return 1; fi
+	mv -f -- "$3" "$SCRATCH/$1" && chmod -- "$4" "$SCRATCH/$1"
+}
+_nc_sync() {
+	sync -- "$1" 2> /dev/null || sync
+}
+_nc_dir() {
+	_nc_d=${1%/*}
+	[ -n "$_nc_d" ] || _nc_d=/
+}
+_nc_backup() {
+	bk=$BK$1
+	if [ ! -e "$bk" ] && [ ! -L "$bk" ]; then
+		umask 077
+		mkdir -p -- "${bk%/*}"
+		_nc_r=$?
+		umask 022
+		[ "$_nc_r" = 0 ] || return 1
+		cp -a -- "$1" "$bk" || return 1
+		_nc_sync "$bk"
+	fi
+}
+_nc_attrs() {
+	if [ -e "$2" ]; then chown --reference="$2" -- "$1" || return 1; fi
+	if [ -n "$4" ]; then chown -- "$4" "$1" || return 1; fi
+	if [ -n "$5" ]; then chgrp -- "$5" "$1" || return 1; fi
+	if [ -n "$3" ]; then
+		chmod -- "$3" "$1"
+	elif [ -e "$2" ]; then
+		chmod --reference="$2" -- "$1"
+	else
+		chmod 0644 -- "$1"
+	fi
+}
+_nc_write() {
+	bk=
+	_nc_p=$1
+	if [ -L "$_nc_p" ]; then _nc_p=$(readlink -f -- "$_nc_p") || return 1; fi
+	if [ -e "$_nc_p" ] && [ ! -f "$_nc_p" ]; then
+		echo "$_nc_p exists and is not a regular file" >&2
+		return 1
+	fi
+	_nc_dir "$_nc_p"
+	[ -d "$_nc_d" ] || mkdir -p -m 0755 -- "$_nc_d" || return 1
+	if [ "$6" = 1 ] && [ -e "$_nc_p" ]; then _nc_backup "$_nc_p" || return 1; fi
+	_nc_t=$(mktemp -- "$_nc_d/.nodeconverge.XXXXXXXX") || return 1
+	if cat -- "$2" > "$_nc_t" && _nc_attrs "$_nc_t" "$_nc_p" "$3" "$4" "$5" &&
+		_nc_sync "$_nc_t" && mv -f -T -- "$_nc_t" "$_nc_p"; then
+		_nc_t=
+		_nc_sync "$_nc_d"
+		return 0
+	fi
+	rm -f -- "$_nc_t"
+	_nc_t=
+	return 1
+}
+_nc_move() {
+	bk=
+	if [ ! -e "$2" ] && [ ! -L "$2" ]; then
+		echo "$2: no such file or directory" >&2
+		return 1
+	fi
+	_nc_dir "$1"
+	[ -d "$_nc_d" ] || mkdir -p -m 0755 -- "$_nc_d" || return 1
+	if [ "$3" = 1 ]; then
+		if [ -e "$1" ] || [ -L "$1" ]; then _nc_backup "$1" || return 1; fi
+		_nc_backup "$2" || return 1
+	fi
+	mv -f -T -- "$2" "$1" || return 1
+	_nc_sync "$_nc_d"
+	_nc_dir "$2"
+	_nc_sync "$_nc_d"
+}
+_nc_remove() {
+	bk=
+	if [ ! -e "$1" ] && [ ! -L "$1" ]; then return 0; fi
+	if [ -d "$1" ] && [ ! -L "$1" ]; then
+		echo "$1 is a directory; refusing to remove it" >&2
+		return 1
+	fi
+	if [ "$2" = 1 ]; then _nc_backup "$1" || return 1; fi
+	rm -f -- "$1" || return 1
+	_nc_dir "$1"
+	_nc_sync "$_nc_d"
+}
+_nc_prune() {
+	_nc_n=0
+	for _nc_f in "$1"/*; do [ -d "$_nc_f" ] && _nc_n=$((_nc_n + 1)); done
+	for _nc_f in "$1"/*; do
+		[ "$_nc_n" -le "$2" ] && break
+		[ -d "$_nc_f" ] || continue
+		[ "${_nc_f##*/}" = "$3" ] && continue
+		rm -rf -- "$_nc_f" || return 1
+		_nc_n=$((_nc_n - 1))
+	done
+}
+`
+
+// mainHead and mainTail wrap a script's body. LC_ALL=C makes globs sort
+// bytewise and ${#x} count bytes; IFS is emptied so an unquoted glob
+// pattern is expanded but never split. The EXIT trap removes the private
+// temporary directory however the script ends; the signal traps turn a
+// signal into an exit so the EXIT trap runs; it also removes a write's
+// temporary file ($_nc_t) when a signal arrives between mktemp and rename.
+const mainHead = `_nc_main() {
+LC_ALL=C
+export LC_ALL
+umask 022
+T=$(mktemp -d) || { echo 'nodeconverge: mktemp -d failed' >&2; exit 111; }
+_nc_t=
+trap 'rm -rf -- "$T"; [ -z "$_nc_t" ] || rm -f -- "$_nc_t"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+IFS=
+`
+
+const mainTail = `printf 'Z\n'
+}
+`
+
+// mainCall must be the script's last line, and a single line, so the shell
+// has read all of the script before anything in it reads stdin.
+const mainCall = "_nc_main; exit $?\n"
+
+// script builds one remote script and the stdin it needs.
+type script struct {
+	body  strings.Builder
+	blobs [][]byte
+}
+
+// blob queues data for the script's stdin and returns a shell word naming
+// the file it will be in when the body runs.
+func (s *script) blob(data []byte) string {
+	s.blobs = append(s.blobs, data)
+	return fmt.Sprintf(`"$T/d%d"`, len(s.blobs)-1)
+}
+
+// stdinWord returns the shell word for a command's standard input.
+func (s *script) stdinWord(data []byte) string {
+	if data == nil {
+		return "/dev/null"
+	}
+	return s.blob(data)
+}
+
+// line appends one command to the body; words must already be shell words.
+func (s *script) line(words ...string) {
+	s.body.WriteString(strings.Join(words, " "))
+	s.body.WriteByte('\n')
+}
+
+// cmd appends a run of c that prints a C record with index i.
+func (s *script) cmd(i int, c Cmd) error {
+	if err := checkCmd(c); err != nil {
+		return err
+	}
+	in := s.stdinWord(c.Stdin)
+	words := []string{"_nc_cmd", fmt.Sprint(i), in}
+	if len(c.Argv) > 0 {
+		words = append(words, "argv")
+		for _, a := range c.Argv {
+			words = append(words, ShellQuote(a))
+		}
+	} else {
+		words = append(words, "sh", ShellQuote(c.Script))
+	}
+	s.line(words...)
+	return nil
+}
+
+// build returns the script text and its stdin.
+func (s *script) build() (string, []byte, error) {
+	var text strings.Builder
+	text.WriteString(prelude)
+	text.WriteString(mainHead)
+	var stdin bytes.Buffer
+	if len(s.blobs) > 0 {
+		start, err := marker("NCDATA")
+		if err != nil {
+			return "", nil, err
+		}
+		end, err := marker("NCEND")
+		if err != nil {
+			return "", nil, err
+		}
+		fmt.Fprintf(&text, "_nc_in %s\n", start)
+		filler := strings.Repeat("#", fillerLineSize-1) + "\n"
+		for range fillerLines {
+			stdin.WriteString(filler)
+		}
+		stdin.WriteString(start + "\n")
+		for i, b := range s.blobs {
+			fmt.Fprintf(&text, "_nc_blob %d \"$T/d%d\"\n", len(b), i)
+			stdin.Write(b)
+		}
+		fmt.Fprintf(&text, "_nc_end %s\n", end)
+		stdin.WriteString(end + "\n")
+	}
+	text.WriteString(s.body.String())
+	text.WriteString(mainTail)
+	text.WriteString(mainCall)
+	return text.String(), stdin.Bytes(), nil
+}
+
+// marker returns a random line no content will contain by accident.
+func marker(prefix string) (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random marker: %w", err)
+	}
+	return prefix + "-" + hex.EncodeToString(b), nil
+}
+
+// checkCmd rejects commands a shell cannot carry.
+func checkCmd(c Cmd) error {
+	if len(c.Argv) == 0 && c.Script == "" {
+		return fmt.Errorf("command has neither Script nor Argv")
+	}
+	if err := checkNUL(c.Script); err != nil {
+		return fmt.Errorf("command script: %w", err)
+	}
+	for _, a := range c.Argv {
+		if err := checkNUL(a); err != nil {
+			return fmt.Errorf("command argument %q: %w", a, err)
+		}
+	}
+	return nil
+}
+
+// checkNUL rejects strings with NUL bytes: a shell word cannot hold one, and
+// the shell would silently cut the string there.
+func checkNUL(s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("contains a NUL byte")
+	}
+	return nil
+}

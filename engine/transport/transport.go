@@ -1,0 +1,156 @@
+// Package transport is how nodeconverge talks to a node. It is split in two on
+// purpose: planning code receives a Reader, which has no method that can change
+// a live path, and only the apply step receives a Writer. Check mode is safe
+// because the planning step cannot name a write, not because every module
+// remembers an `if !apply`.
+//
+// Every method is one remote round trip: a module gathers its whole state with
+// one Query, validates a candidate with one Stage, and applies with one Apply.
+package transport
+
+import (
+	"context"
+	"io/fs"
+)
+
+// Conn runs one shell script on a node and returns its output. It is the only
+// primitive a connection has to provide; SSH implements it over one
+// connection per host, and Local implements it for tests of the remote
+// scripts themselves.
+type Conn interface {
+	// Run starts `sh -s` (wrapped in `sudo -n` when the connection becomes
+	// another user), feeds script then stdin on its standard input, and
+	// returns what it printed. A non-zero exit is not an error; a broken
+	// connection is.
+	Run(ctx context.Context, script string, stdin []byte) (*CmdResult, error)
+	// Name is the inventory name of the host, for messages.
+	Name() string
+	// Close ends the connection.
+	Close() error
+}
+
+// CmdResult is what a remote command printed and how it ended.
+type CmdResult struct {
+	Stdout   []byte `json:"-"`
+	Stderr   []byte `json:"-"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// OK reports whether the command exited 0.
+func (r *CmdResult) OK() bool { return r != nil && r.ExitCode == 0 }
+
+// FileInfo is the state of one path on a node.
+type FileInfo struct {
+	Path    string      `json:"path"`
+	Exists  bool        `json:"exists"`
+	IsDir   bool        `json:"is_dir,omitempty"`
+	Mode    fs.FileMode `json:"mode"`
+	UID     int         `json:"uid"`
+	GID     int         `json:"gid"`
+	Owner   string      `json:"owner,omitempty"`
+	Group   string      `json:"group,omitempty"`
+	Content []byte      `json:"-"`
+}
+
+// Cmd is a command for a node. Script is shell text run by `sh -c`; Argv,
+// when set, is quoted for the shell instead, so values never need escaping
+// by the caller.
+type Cmd struct {
+	Script string
+	Argv   []string
+	Stdin  []byte
+}
+
+// Query asks for a node's state in one round trip.
+type Query struct {
+	// Files are read whole, with their metadata. A missing file is
+	// reported with Exists false, not as an error.
+	Files []string
+	// Globs are expanded on the node (sorted, as the shell sorts them in
+	// the C locale) and every match is read like Files.
+	Globs []string
+	// Cmds are run in order after the files are read; they must only read.
+	Cmds []Cmd
+}
+
+// Snapshot is the answer to a Query.
+type Snapshot struct {
+	Files map[string]*FileInfo
+	Globs map[string][]string
+	Cmds  []*CmdResult
+}
+
+// File returns the state of path, or a non-existent FileInfo when the
+// snapshot did not see it.
+func (s *Snapshot) File(path string) *FileInfo {
+	if f, ok := s.Files[path]; ok {
+		return f
+	}
+	return &FileInfo{Path: path}
+}
+
+// StagedFile is a file placed in a private scratch directory for validation.
+type StagedFile struct {
+	Content []byte
+	Mode    fs.FileMode
+}
+
+// StageRequest asks the node to lay files out in a fresh scratch directory,
+// run commands that may refer to it as $SCRATCH, and remove it again. It is
+// how candidates are validated with the node's own tools before anything
+// live changes.
+type StageRequest struct {
+	// Files maps a path relative to the scratch directory to its content.
+	Files map[string]StagedFile
+	Cmds  []Cmd
+}
+
+// Reader is the read-only view of a node that planning receives.
+type Reader interface {
+	Host() string
+	Query(ctx context.Context, q Query) (*Snapshot, error)
+	Stage(ctx context.Context, r StageRequest) ([]*CmdResult, error)
+}
+
+// OpKind names what an Op does to a live path.
+type OpKind string
+
+// The operations Apply knows. They are few on purpose: each is atomic on the
+// node and each can be undone from the run's backup.
+const (
+	OpWrite  OpKind = "write"  // replace or create Path with Content
+	OpMove   OpKind = "move"   // rename From to Path (same filesystem or copy+remove)
+	OpRemove OpKind = "remove" // remove Path
+)
+
+// Op is one change to a live path.
+type Op struct {
+	Kind    OpKind
+	Path    string
+	From    string
+	Content []byte
+	Mode    fs.FileMode // 0 keeps the existing mode, or 0644 for a new file
+	Owner   string      // "" keeps the existing owner
+	Group   string      // "" keeps the existing group
+	// Backup keeps the previous content under the run's backup directory
+	// on the node before the path changes.
+	Backup bool
+}
+
+// OpResult tells where the previous version of a path went.
+type OpResult struct {
+	Path       string `json:"path"`
+	BackupPath string `json:"backup,omitempty"`
+}
+
+// Writer is what the apply step receives: a Reader that can also change the
+// node.
+type Writer interface {
+	Reader
+	// Apply performs ops in order; each write goes to a temporary file in
+	// the target's directory, is fsynced and renamed over the target, then
+	// the directory is fsynced. It stops at the first failure.
+	Apply(ctx context.Context, ops []Op) ([]OpResult, error)
+	// Exec runs a command that may change the node.
+	Exec(ctx context.Context, c Cmd) (*CmdResult, error)
+}

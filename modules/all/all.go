@@ -1,0 +1,9 @@
+// Package all registers every module that ships with nodeconverge. Adding a
+// module is one new folder under modules/ and one blank import here.
+package all
+
+import (
+	// Each import registers one module in its init.
+	_ "nodeconverge/modules/command"
+	_ "nodeconverge/modules/copy"
+)

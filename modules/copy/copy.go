@@ -1,0 +1,200 @@
+// Package copy is the generic `copy` module: it makes one file on the node
+// hold exactly the given content, mode and ownership. It exists to prove the
+// engine on something simple, and it carries the product's rule in miniature:
+// a `validate` command runs on a candidate in a scratch directory on the node
+// (in check mode too) and a failing validation blocks the write.
+package copy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/transport"
+)
+
+func init() { module.Register("copy", Module{}) }
+
+// Args are the copy module's arguments, named as Ansible names them.
+type Args struct {
+	Dest        string  `yaml:"dest"`
+	Content     *string `yaml:"content"`
+	Src         string  `yaml:"src"`
+	Mode        string  `yaml:"mode"`
+	Owner       string  `yaml:"owner"`
+	Group       string  `yaml:"group"`
+	Backup      bool    `yaml:"backup"`
+	ValidateCmd string  `yaml:"validate"`
+
+	baseDir string
+}
+
+// SetBaseDir tells the module where relative `src` paths start: the
+// playbook's directory, as in Ansible.
+func (a *Args) SetBaseDir(dir string) { a.baseDir = dir }
+
+// Validate checks what a type cannot.
+func (a *Args) Validate() error {
+	switch {
+	case a.Dest == "":
+		return errors.New("dest is required")
+	case !filepath.IsAbs(a.Dest):
+		return fmt.Errorf("dest %q must be an absolute path", a.Dest)
+	case a.Content == nil && a.Src == "":
+		return errors.New("one of content or src is required")
+	case a.Content != nil && a.Src != "":
+		return errors.New("content and src are mutually exclusive")
+	case a.ValidateCmd != "" && !strings.Contains(a.ValidateCmd, "%s"):
+		return fmt.Errorf("validate %q must contain %%s (the candidate file's path)", a.ValidateCmd)
+	}
+	if a.Mode != "" {
+		if _, err := ParseMode(a.Mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ParseMode reads an octal file mode such as "0644" or "644". Symbolic modes
+// are refused rather than guessed.
+func ParseMode(s string) (fs.FileMode, error) {
+	v, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || v > 07777 {
+		return 0, fmt.Errorf("mode %q is not an octal mode such as \"0644\"", s)
+	}
+	return fs.FileMode(v), nil
+}
+
+// Module implements module.Module for copy.
+type Module struct{}
+
+// NewArgs returns empty arguments.
+func (Module) NewArgs() module.Args { return &Args{} }
+
+// Describe is the one-line summary shown in progress output.
+func (Module) Describe(a module.Args) string { return a.(*Args).Dest }
+
+func (a *Args) content() ([]byte, error) {
+	if a.Content != nil {
+		return []byte(*a.Content), nil
+	}
+	p := a.Src
+	if !filepath.IsAbs(p) && a.baseDir != "" {
+		p = filepath.Join(a.baseDir, p)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("read src: %w", err)
+	}
+	return b, nil
+}
+
+// Check compares the live file with the wanted one and validates the
+// candidate when it would change.
+func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) (*module.Plan, error) {
+	a := margs.(*Args)
+	want, err := a.content()
+	if err != nil {
+		return nil, err
+	}
+	snap, err := h.Query(ctx, transport.Query{Files: []string{a.Dest}})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", a.Dest, err)
+	}
+	live := snap.File(a.Dest)
+	if live.IsDir {
+		return nil, fmt.Errorf("dest %s is a directory", a.Dest)
+	}
+	fc := module.FileChange{Path: a.Dest, After: want, AfterHash: module.Hash(want), Owner: a.Owner, Group: a.Group}
+	if a.Mode != "" {
+		if fc.Mode, err = ParseMode(a.Mode); err != nil {
+			return nil, err
+		}
+	}
+	if !live.Exists {
+		fc.Action = module.Create
+		if fc.Mode == 0 {
+			fc.Mode = 0o644
+		}
+	} else {
+		fc.Before = live.Content
+		fc.BeforeHash = module.Hash(live.Content)
+		fc.Action = module.Update
+		if string(live.Content) != string(want) {
+			fc.Reasons = append(fc.Reasons, "content")
+		}
+		if fc.Mode != 0 && live.Mode.Perm()|live.Mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != fc.Mode {
+			fc.Reasons = append(fc.Reasons, fmt.Sprintf("mode %04o -> %04o", live.Mode&07777, fc.Mode))
+		}
+		if a.Owner != "" && a.Owner != live.Owner && a.Owner != strconv.Itoa(live.UID) {
+			fc.Reasons = append(fc.Reasons, fmt.Sprintf("owner %s -> %s", live.Owner, a.Owner))
+		}
+		if a.Group != "" && a.Group != live.Group && a.Group != strconv.Itoa(live.GID) {
+			fc.Reasons = append(fc.Reasons, fmt.Sprintf("group %s -> %s", live.Group, a.Group))
+		}
+		if len(fc.Reasons) == 0 {
+			return &module.Plan{}, nil
+		}
+	}
+	plan := &module.Plan{Files: []module.FileChange{fc}}
+	if a.ValidateCmd != "" && (fc.Action == module.Create || string(live.Content) != string(want)) {
+		ev, err := validate(ctx, h, a.ValidateCmd, a.Dest, want)
+		if err != nil {
+			return nil, err
+		}
+		plan.Evidence = append(plan.Evidence, ev)
+		if !ev.OK {
+			return nil, &module.ValidationError{
+				Msg:      fmt.Sprintf("validate %q failed on the candidate for %s; the live file is unchanged:\n%s", a.ValidateCmd, a.Dest, ev.Output),
+				Evidence: plan.Evidence,
+			}
+		}
+	}
+	if a.Backup && live.Exists && string(live.Content) != string(want) {
+		// Named by the old content's hash, not a timestamp, so check and
+		// apply agree on the path and a repeated run never piles up copies.
+		plan.Files = append(plan.Files, module.FileChange{
+			Action: module.Create, Path: a.Dest + "." + fc.BeforeHash[:12] + "~",
+			After: live.Content, AfterHash: fc.BeforeHash, Mode: live.Mode & 07777,
+			Reasons: []string{"backup of " + a.Dest},
+		})
+	}
+	return plan, nil
+}
+
+// validate stages the candidate under its own base name (tools such as
+// `visudo` or `containerd` care about the extension) and runs the command.
+func validate(ctx context.Context, h transport.Reader, cmd, dest string, want []byte) (module.Evidence, error) {
+	rel := "candidate/" + filepath.Base(dest)
+	script := strings.ReplaceAll(cmd, "%s", `"$SCRATCH/`+rel+`"`)
+	res, err := h.Stage(ctx, transport.StageRequest{
+		Files: map[string]transport.StagedFile{rel: {Content: want, Mode: 0o600}},
+		Cmds:  []transport.Cmd{{Script: script}},
+	})
+	if err != nil {
+		return module.Evidence{}, fmt.Errorf("validate %s: %w", dest, err)
+	}
+	if len(res) != 1 {
+		return module.Evidence{}, fmt.Errorf("validate %s: got %d results for 1 command", dest, len(res))
+	}
+	out := strings.TrimSpace(string(res[0].Stderr) + string(res[0].Stdout))
+	return module.Evidence{What: "validate candidate " + dest, Command: cmd, OK: res[0].OK(), Output: out, Required: true}, nil
+}
+
+// Apply writes the file atomically.
+func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*module.Result, error) {
+	var ops []transport.Op
+	for _, fc := range p.Files {
+		ops = append(ops, transport.Op{Kind: transport.OpWrite, Path: fc.Path, Content: fc.After, Mode: fc.Mode, Owner: fc.Owner, Group: fc.Group, Backup: true})
+	}
+	if _, err := h.Apply(ctx, ops); err != nil {
+		return nil, err
+	}
+	return &module.Result{Changed: len(ops) > 0, Files: p.Files}, nil
+}
