@@ -1,0 +1,353 @@
+package ctrconf
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/transport"
+)
+
+// Shadow is a file that hides values other files set: removing it from the
+// tree brings them back. One Shadow is reported per file and plugin.
+type Shadow struct {
+	File   string `json:"file"`
+	Plugin string `json:"plugin,omitempty"`
+	// Restored are the keys that come back, Before with the file present
+	// (absent: "") and After without it. Keys the file writes itself are
+	// not listed: changing those is what the file is for.
+	Restored []module.EffectiveChange `json:"restored"`
+}
+
+// Ablate dumps the tree as it is and, in the same Stage round trip, once
+// without each imported file (the file and the import naming it left out).
+// containerdBin overrides t.Bin when set. When the tree itself does not load,
+// base says why and there are no shadows.
+func Ablate(ctx context.Context, h transport.Reader, t *Tree, containerdBin string) (base *Effective, shadows []Shadow, err error) {
+	vs := []variant{{}}
+	for _, f := range t.Files[1:] {
+		vs = append(vs, variant{exclude: map[string]bool{f.Path: true}})
+	}
+	effs, err := dumpVariants(ctx, h, t, containerdBin, vs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return effs[0], shadowsOf(t, effs[0], effs[1:]), nil
+}
+
+// shadowsOf compares the base dump with one ablation per imported file.
+func shadowsOf(t *Tree, base *Effective, ablated []*Effective) []Shadow {
+	if !base.OK {
+		return nil
+	}
+	b := base.flat()
+	var out []Shadow
+	for i, f := range t.Files[1:] {
+		a := ablated[i]
+		if !a.OK {
+			continue
+		}
+		byPlugin := map[string][]module.EffectiveChange{}
+		for k, av := range a.flat() {
+			if bv, ok := b[k]; ok && bv == av {
+				continue
+			}
+			if _, own := f.keys[k]; own || k == "imports" {
+				// imports lists the files loaded: that it changes when a
+				// file is left out is the experiment, not a finding.
+				continue
+			}
+			byPlugin[pluginOf(k)] = append(byPlugin[pluginOf(k)], change(k, b[k], av))
+		}
+		for _, p := range sortedKeysOf(byPlugin) {
+			r := byPlugin[p]
+			sort.Slice(r, func(x, y int) bool { return r[x].Key < r[y].Key })
+			out = append(out, Shadow{File: f.Path, Plugin: p, Restored: r})
+		}
+	}
+	return out
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// KeyOrigin says where one effective value comes from.
+type KeyOrigin struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+	// File wrote the value; "" when it is containerd's built-in default.
+	File string `json:"file,omitempty"`
+	// Default is set when the value equals the built-in default (a file
+	// may still have written it).
+	Default bool `json:"default,omitempty"`
+	// ResetBy is, for a default that an earlier file had changed, the
+	// file whose loading put the default back (on containerd 1.x: the file
+	// that replaced the whole plugin table).
+	ResetBy string `json:"reset_by,omitempty"`
+	// Inferred is set when the measured writer does not spell the key
+	// itself (a value containerd derives, or a key written another way).
+	Inferred bool `json:"inferred,omitempty"`
+}
+
+// LostKey is a value a file writes that is not in effect.
+type LostKey struct {
+	Key  string `json:"key"`
+	File string `json:"file"`
+	// Written is the value in File; Effective is what containerd uses
+	// ("" with Absent set when the key is not effective at all).
+	Written   string `json:"written"`
+	Effective string `json:"effective,omitempty"`
+	Absent    bool   `json:"absent,omitempty"`
+	// Winner is the file that decided the effective value or removed the
+	// key; "" when no file did (containerd does not know the key).
+	Winner string `json:"winner,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// ParseFailure is a file that is not valid TOML.
+type ParseFailure struct {
+	File string `json:"file"`
+	Err  string `json:"error"`
+}
+
+// Explanation is the answer to "where does my effective containerd config
+// come from".
+type Explanation struct {
+	Main       string `json:"main"`
+	Version    int    `json:"version"`
+	BinVersion string `json:"containerd,omitempty"`
+	// Files are the files containerd loads, in order.
+	Files []string `json:"files"`
+	// Missing are imported files that do not exist.
+	Missing []string `json:"missing,omitempty"`
+	// Unparseable are files that are not valid TOML.
+	Unparseable []ParseFailure `json:"unparseable,omitempty"`
+	// OK is set when containerd loads the tree; Err is its complaint
+	// otherwise, and then only Files, Owners and Unparseable are filled.
+	OK  bool   `json:"ok"`
+	Err string `json:"error,omitempty"`
+	// Owners maps each plugin a file mentions to the last file in load
+	// order that mentions it: on containerd 1.x that file's table is the
+	// whole of the plugin's configuration.
+	Owners   map[string]string `json:"owners"`
+	Keys     []KeyOrigin       `json:"keys,omitempty"`
+	Shadows  []Shadow          `json:"shadows,omitempty"`
+	Lost     []LostKey         `json:"lost,omitempty"`
+	Warnings []string          `json:"warnings,omitempty"`
+}
+
+// Explain gathers the tree at mainPath and measures where every effective
+// key comes from, in two Query round trips and one Stage round trip: the
+// built-in defaults, the tree loaded one more file at a time (load-order
+// prefixes), and the tree without each imported file. See the package
+// documentation for how the measurements are read.
+func Explain(ctx context.Context, h transport.Reader, mainPath, containerdBin string) (*Explanation, error) {
+	t, err := Gather(ctx, h, mainPath, containerdBin)
+	if err != nil {
+		return nil, err
+	}
+	return ExplainTree(ctx, h, t)
+}
+
+// ExplainTree is Explain for a tree already gathered.
+func ExplainTree(ctx context.Context, h transport.Reader, t *Tree) (*Explanation, error) {
+	n := len(t.Files)
+	x := &Explanation{Main: t.Main, Version: t.Version, BinVersion: t.BinVersion, Owners: map[string]string{}, Warnings: t.Warnings}
+	for _, f := range t.Files {
+		x.Files = append(x.Files, f.Path)
+		if f.Missing {
+			x.Missing = append(x.Missing, f.Path)
+		} else if !f.Parses {
+			x.Unparseable = append(x.Unparseable, ParseFailure{File: f.Path, Err: f.ParseErr})
+		}
+		for _, p := range f.Plugins {
+			x.Owners[p] = f.Path
+		}
+	}
+
+	// Variants: [0] defaults, [1..n] prefixes of 1..n files (the last is
+	// the whole tree), then one ablation per imported file.
+	vs := []variant{{defaults: true}}
+	for k := 1; k <= n; k++ {
+		ex := map[string]bool{}
+		for _, f := range t.Files[k:] {
+			ex[f.Path] = true
+		}
+		vs = append(vs, variant{exclude: ex})
+	}
+	for _, f := range t.Files[1:] {
+		vs = append(vs, variant{exclude: map[string]bool{f.Path: true}})
+	}
+	effs, err := dumpVariants(ctx, h, t, t.Bin, vs)
+	if err != nil {
+		return nil, err
+	}
+	defaults, prefixes, ablated := effs[0], effs[1:n+1], effs[n+1:]
+	base := prefixes[n-1]
+	x.OK, x.Err = base.OK, base.Err
+	if !base.OK {
+		return x, nil
+	}
+	if !defaults.OK {
+		return nil, fmt.Errorf("%s: containerd cannot dump its own defaults: %s", h.Host(), defaults.Err)
+	}
+
+	// hist[k] is the flattened dump after k files (hist[0]: defaults); a
+	// prefix that did not load is treated as unchanged from the one before.
+	hist := make([]map[string]string, n+1)
+	hist[0] = defaults.flat()
+	for k := 1; k <= n; k++ {
+		hist[k] = prefixes[k-1].flat()
+		if !prefixes[k-1].OK {
+			hist[k] = hist[k-1]
+		}
+	}
+	final := hist[n]
+
+	origin := map[string]KeyOrigin{}
+	for key, val := range final {
+		o := KeyOrigin{Key: key, Value: shown(key, val)}
+		dv, dok := hist[0][key]
+		o.Default = dok && dv == val
+		last := lastChange(hist, key) // file index, -1 when never changed
+		writer := -1
+		for j := n - 1; j >= 0 && j >= last; j-- {
+			if w, ok := t.Files[j].keys[key]; ok && w == val {
+				writer = j
+				break
+			}
+		}
+		switch {
+		case writer >= 0:
+			o.File = t.Files[writer].Path
+		case last < 0:
+		case o.Default:
+			o.ResetBy = t.Files[last].Path
+		default:
+			o.File = t.Files[last].Path
+			o.Inferred = true
+		}
+		origin[key] = o
+		x.Keys = append(x.Keys, o)
+	}
+	sort.Slice(x.Keys, func(i, j int) bool { return x.Keys[i].Key < x.Keys[j].Key })
+
+	x.Shadows = shadowsOf(t, base, ablated)
+	x.Lost = lostKeys(t, hist, origin)
+	return x, nil
+}
+
+// lastChange is the index of the last file whose loading changed key (its
+// value or its presence), -1 when no file did.
+func lastChange(hist []map[string]string, key string) int {
+	for k := len(hist) - 1; k >= 1; k-- {
+		a, aok := hist[k][key]
+		b, bok := hist[k-1][key]
+		if aok != bok || a != b {
+			return k - 1
+		}
+	}
+	return -1
+}
+
+// lostKeys lists what each file writes that containerd does not use.
+func lostKeys(t *Tree, hist []map[string]string, origin map[string]KeyOrigin) []LostKey {
+	final := hist[len(hist)-1]
+	lower := map[string]string{}
+	for k := range final {
+		lower[strings.ToLower(k)] = k
+	}
+	var out []LostKey
+	for _, f := range t.Files {
+		for _, key := range sortedKeysOf(f.keys) {
+			w := f.keys[key]
+			ekey := key
+			ev, ok := final[key]
+			if !ok {
+				// containerd matches struct fields without regard to case.
+				if k2, ok2 := lower[strings.ToLower(key)]; ok2 {
+					ekey, ev, ok = k2, final[k2], true
+				}
+			}
+			if ok && (ev == w || arrayContains(ev, w)) {
+				continue
+			}
+			l := LostKey{Key: key, File: f.Path, Written: shown(key, w), Effective: shown(key, ev), Absent: !ok}
+			if ok {
+				o := origin[ekey]
+				switch {
+				case o.File != "":
+					l.Winner = o.File
+					l.Reason = "overridden by " + o.File
+				case o.ResetBy != "":
+					l.Winner = o.ResetBy
+					l.Reason = "reset to the default by " + o.ResetBy + ", which replaces the whole plugin table"
+				default:
+					l.Reason = "containerd uses its default"
+				}
+			} else if k := lastRemoval(hist, key); k >= 0 {
+				l.Winner = t.Files[k].Path
+				l.Reason = "dropped when " + l.Winner + " was loaded"
+				if p := pluginOf(key); p != "" && l.Winner != f.Path {
+					l.Reason += ", which replaces the whole " + p + " table"
+				}
+			} else {
+				l.Reason = "never effective: containerd does not know this key"
+			}
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// lastRemoval is the index of the file whose loading last removed key, -1
+// when the key was never effective.
+func lastRemoval(hist []map[string]string, key string) int {
+	for k := len(hist) - 1; k >= 1; k-- {
+		_, now := hist[k][key]
+		_, before := hist[k-1][key]
+		if before && !now {
+			return k - 1
+		}
+	}
+	return -1
+}
+
+// arrayContains reports whether the effective array holds every element of
+// the written one: containerd 1.x appends top-level arrays across files.
+func arrayContains(effective, written string) bool {
+	if !strings.HasPrefix(effective, "[") || !strings.HasPrefix(written, "[") {
+		return false
+	}
+	have := map[string]bool{}
+	for _, e := range splitArray(effective) {
+		have[e] = true
+	}
+	for _, w := range splitArray(written) {
+		if !have[w] {
+			return false
+		}
+	}
+	return true
+}
+
+// splitArray splits a canonical array of scalars; nested arrays or tables
+// fall back to the whole text.
+func splitArray(s string) []string {
+	inner := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	if inner == "" {
+		return nil
+	}
+	if strings.ContainsAny(inner, "[{") {
+		return []string{s}
+	}
+	return strings.Split(inner, ", ")
+}

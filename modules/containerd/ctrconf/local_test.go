@@ -1,0 +1,32 @@
+package ctrconf
+
+import (
+	"context"
+	"sync/atomic"
+
+	"nodeconverge/engine/transport"
+)
+
+// localReader is the real transport (transport.Host over a local sh, the
+// same scripts an SSH node runs) with its Query and Stage calls counted, so
+// tests hold the package to its round-trip budget.
+type localReader struct {
+	queries, stages atomic.Int32
+	host            *transport.Host
+}
+
+func newLocal() *localReader {
+	return &localReader{host: transport.NewHost(transport.NewLocal("local"), transport.HostOptions{})}
+}
+
+func (l *localReader) Host() string { return l.host.Host() }
+
+func (l *localReader) Query(ctx context.Context, q transport.Query) (*transport.Snapshot, error) {
+	l.queries.Add(1)
+	return l.host.Query(ctx, q)
+}
+
+func (l *localReader) Stage(ctx context.Context, r transport.StageRequest) ([]*transport.CmdResult, error) {
+	l.stages.Add(1)
+	return l.host.Stage(ctx, r)
+}

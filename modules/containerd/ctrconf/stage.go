@@ -1,0 +1,237 @@
+package ctrconf
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"nodeconverge/engine/transport"
+)
+
+// Overrides turns a tree into a candidate: each path gets new content, a nil
+// value removes the file. A path the tree does not have adds a file, which
+// containerd loads only if an import glob matches it or a file imports it.
+type Overrides map[string][]byte
+
+// Effective is what containerd itself reported for one staged tree.
+type Effective struct {
+	// OK is set when containerd loaded the tree.
+	OK bool
+	// Err is containerd's complaint when it refused the tree, with scratch
+	// paths replaced by the live paths they stand for.
+	Err string
+	// Stderr is everything containerd logged (warnings about unknown keys
+	// included), with live paths.
+	Stderr string
+	// Raw is the dump exactly as containerd printed it. It may hold
+	// registry credentials: never display it, use Flat or Diff.
+	Raw []byte
+	// Values is the parsed dump; its `imports` lists the live paths that
+	// were loaded, sorted.
+	Values map[string]any
+	// Files are the live paths containerd was given, in load order.
+	Files []string
+
+	once sync.Once
+	raw  map[string]string
+}
+
+// flat is the dump flattened without redaction, computed once; a failed
+// dump has no keys.
+func (e *Effective) flat() map[string]string {
+	if e == nil {
+		return map[string]string{}
+	}
+	e.once.Do(func() {
+		if e.OK && e.Values != nil {
+			e.raw = flatten(e.Values)
+		} else {
+			e.raw = map[string]string{}
+		}
+	})
+	return e.raw
+}
+
+// Flat is Flatten of the dump: every effective key with credentials redacted.
+func (e *Effective) Flat() map[string]string {
+	f := e.flat()
+	out := make(map[string]string, len(f))
+	for k, v := range f {
+		out[k] = shown(k, v)
+	}
+	return out
+}
+
+// Get returns the canonical (unredacted) value of one Flatten key and
+// whether it is effective, for checks such as "runtimes.nvidia is present".
+func (e *Effective) Get(key string) (string, bool) {
+	v, ok := e.flat()[key]
+	return v, ok
+}
+
+// variant is one staged experiment on a tree.
+type variant struct {
+	over     Overrides
+	exclude  map[string]bool
+	defaults bool // an empty config of the tree's version: the built-in defaults
+}
+
+// Dump stages the tree with overrides applied and returns containerd's
+// effective configuration for it.
+func Dump(ctx context.Context, h transport.Reader, t *Tree, over Overrides) (*Effective, error) {
+	effs, err := DumpMany(ctx, h, t, []Overrides{over})
+	if err != nil {
+		return nil, err
+	}
+	return effs[0], nil
+}
+
+// DumpMany stages one tree per candidate in a single Stage round trip and
+// runs the node's containerd (t.Bin) on each. A nil Overrides is the tree as
+// it is. Every file containerd would load is staged under a scratch name and
+// every `imports` is rewritten to those names (globs expanded to what they
+// match in the candidate), so nothing live is read by the dumps. A removed
+// file that a glob matched is simply not there; a removed file that is
+// imported by name is missing, and containerd fails on it as it would live.
+func DumpMany(ctx context.Context, h transport.Reader, t *Tree, candidates []Overrides) ([]*Effective, error) {
+	vs := make([]variant, len(candidates))
+	for i, o := range candidates {
+		vs[i] = variant{over: o}
+	}
+	return dumpVariants(ctx, h, t, t.Bin, vs)
+}
+
+var stagedNameRe = regexp.MustCompile(`nc-[0-9]{4}\.toml`)
+
+func stagedName(i int) string { return fmt.Sprintf("nc-%04d.toml", i) }
+
+// known is the tree's files by path.
+func (t *Tree) known() map[string]*File {
+	m := make(map[string]*File, len(t.Files))
+	for i := range t.Files {
+		m[t.Files[i].Path] = &t.Files[i]
+	}
+	return m
+}
+
+// dumpVariants stages every variant in its own directory and dumps them all
+// in one Stage call. Files are staged flat next to the staged main file and
+// imported by relative name: containerd resolves a relative (non-glob)
+// import against the importing file's directory in every version, so no
+// absolute scratch path has to be known before the scratch dir exists.
+func dumpVariants(ctx context.Context, h transport.Reader, t *Tree, bin string, vs []variant) ([]*Effective, error) {
+	if bin == "" {
+		bin = t.Bin
+	}
+	if bin == "" {
+		bin = DefaultBin
+	}
+	known := t.known()
+	req := transport.StageRequest{Files: map[string]transport.StagedFile{}}
+	names := make([]map[string]string, len(vs)) // staged name -> live path
+	orders := make([][]string, len(vs))
+	for i, v := range vs {
+		dir := fmt.Sprintf("v%d", i)
+		var steps []step
+		if v.defaults {
+			c := []byte{}
+			if t.Version != 0 {
+				c = fmt.Appendf(nil, "version = %d\n", t.Version)
+			}
+			steps = []step{{path: t.Main, content: c}}
+		} else {
+			src := &source{tree: t, known: known, over: v.over, exclude: v.exclude, strict: true}
+			var err error
+			steps, _, _, err = src.load()
+			if err != nil {
+				return nil, fmt.Errorf("%s: stage candidate %d: %w", h.Host(), i, err)
+			}
+		}
+		idx := map[string]string{}
+		names[i] = map[string]string{}
+		for j, s := range steps {
+			idx[s.path] = stagedName(j)
+			names[i][stagedName(j)] = s.path
+			orders[i] = append(orders[i], s.path)
+		}
+		for _, s := range steps {
+			if s.missing && s.path == t.Main {
+				// containerd ignores a main config that does not exist
+				// and runs on its defaults; an empty file says the same.
+				s.missing, s.content, s.imports = false, []byte{}, nil
+			}
+			if s.missing {
+				continue
+			}
+			list := make([]string, len(s.imports))
+			for k, p := range s.imports {
+				list[k] = idx[p]
+			}
+			content, err := rewriteImports(s.content, list)
+			if err != nil {
+				return nil, fmt.Errorf("%s: stage %s: %w", h.Host(), s.path, err)
+			}
+			req.Files[dir+"/"+idx[s.path]] = transport.StagedFile{Content: content, Mode: 0o600}
+		}
+		req.Cmds = append(req.Cmds, transport.Cmd{Script: fmt.Sprintf(
+			`cd "$SCRATCH"/%s && exec %s --config %s config dump`, dir, transport.ShellQuote(bin), stagedName(0))})
+	}
+	res, err := h.Stage(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: dump %d containerd config variants: %w", h.Host(), len(vs), err)
+	}
+	if len(res) != len(vs) {
+		return nil, fmt.Errorf("%s: staged %d dumps, got %d results", h.Host(), len(vs), len(res))
+	}
+	out := make([]*Effective, len(vs))
+	for i, r := range res {
+		out[i] = effective(r, names[i], orders[i])
+	}
+	return out, nil
+}
+
+// effective reads one dump's result.
+func effective(r *transport.CmdResult, names map[string]string, order []string) *Effective {
+	live := func(s string) string {
+		return stagedNameRe.ReplaceAllStringFunc(s, func(n string) string {
+			if p, ok := names[n]; ok {
+				return p
+			}
+			return n
+		})
+	}
+	e := &Effective{Stderr: live(string(r.Stderr)), Files: order}
+	if !r.OK() {
+		e.Err = strings.TrimSpace(e.Stderr)
+		if e.Err == "" {
+			e.Err = fmt.Sprintf("containerd exited %d", r.ExitCode)
+		}
+		return e
+	}
+	e.Raw = r.Stdout
+	if err := toml.Unmarshal(r.Stdout, &e.Values); err != nil {
+		e.Err = fmt.Sprintf("cannot parse containerd's dump: %v", err)
+		return e
+	}
+	if imps, ok := e.Values["imports"].([]any); ok {
+		var paths []string
+		for _, i := range imps {
+			if s, ok := i.(string); ok {
+				paths = append(paths, live(s))
+			}
+		}
+		sort.Strings(paths)
+		list := make([]any, len(paths))
+		for i, p := range paths {
+			list[i] = p
+		}
+		e.Values["imports"] = list
+	}
+	e.OK = true
+	return e
+}

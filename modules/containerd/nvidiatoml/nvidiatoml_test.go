@@ -1,0 +1,147 @@
+package nvidiatoml
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestDetectVersion(t *testing.T) {
+	for src, want := range map[string]int{
+		"":                             0,
+		"version = 2\n":                2,
+		"# c\r\nversion=3 # three\r\n": 3,
+		"root = \"/x\"\n[plugins]\nversion = 2\n": 0,
+		"version = \"2\"\n":                       0,
+		// Duplicated tables do not stop it.
+		"version = 2\n[a]\n[a]\n": 2,
+	} {
+		if got := DetectVersion([]byte(src)); got != want {
+			t.Errorf("DetectVersion(%q) = %d, want %d", src, got, want)
+		}
+	}
+}
+
+func TestRuntimesPrefix(t *testing.T) {
+	for v, want := range map[int]string{
+		2: `plugins."io.containerd.grpc.v1.cri".containerd.runtimes`,
+		3: `plugins."io.containerd.cri.v1.runtime".containerd.runtimes`,
+		1: "",
+	} {
+		if got := (Layout{Version: v}).RuntimesPrefix(); got != want {
+			t.Errorf("version %d: %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestDefaultIsNvidia(t *testing.T) {
+	is := DefaultIsNvidia([]string{"gpu"})
+	for name, want := range map[string]bool{"nvidia": true, "nvidia-cdi": true, "nvidiax": true, "gpu": true, "runc": false, "my-nvidia": false, "NVIDIA": false} {
+		if got := is(name); got != want {
+			t.Errorf("%q: %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestStripCountsAndDefault(t *testing.T) {
+	src := "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n" +
+		"  default_runtime_name = \"nvidia\"\n" +
+		"  runtimes.nvidia.runtime_type = \"x\"\n" +
+		"[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia]\n" +
+		"  a = 1\n  b = 2\n" +
+		"[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia.options]\n"
+	is := DefaultIsNvidia(nil)
+	out, n := Strip([]byte(src), is, StripOptions{})
+	if want := "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  default_runtime_name = \"nvidia\"\n"; string(out) != want || n != 3 {
+		t.Errorf("Strip = %q, %d; want %q, 3", out, n, want)
+	}
+	out, n = Strip([]byte(src), is, StripOptions{DropDefaultRuntimeName: true})
+	if want := "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n"; string(out) != want || n != 4 {
+		t.Errorf("Strip dropping default = %q, %d; want %q, 4", out, n, want)
+	}
+}
+
+func TestRenderValues(t *testing.T) {
+	got := string(Render(Layout{Version: 3}, []Runtime{{
+		Name: "nvidia.x", RuntimeType: "io.containerd.runc.v2",
+		Options: map[string]any{"b": []any{1, "two", 3.5}, "a": map[string]any{"k y": false}, "c": `q"\`, "d": float64(2)},
+	}}, "\n"))
+	want := `[plugins."io.containerd.cri.v1.runtime".containerd.runtimes."nvidia.x"]
+  runtime_type = "io.containerd.runc.v2"
+
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes."nvidia.x".options]
+  a = { "k y" = false }
+  b = [1, "two", 3.5]
+  c = "q\"\\"
+  d = 2.0
+`
+	if got != want {
+		t.Errorf("Render:\n%s\nwant:\n%s", got, want)
+	}
+	if err := parseErr([]byte(got)); err != nil {
+		t.Errorf("rendered TOML does not parse: %v", err)
+	}
+}
+
+func TestRebuildRefuses(t *testing.T) {
+	nv := []Runtime{{Name: "nvidia", RuntimeType: "io.containerd.runc.v2", BinaryName: "/b"}}
+	cases := []struct {
+		name, src string
+		l         Layout
+		rts       []Runtime
+		setDef    bool
+		present   bool
+		want      string
+	}{
+		{"inline runtimes", "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\nruntimes = { nvidia = { runtime_type = \"x\" } }\n", Layout{2}, nv, false, true, "line 2: plugins"},
+		{"inline plugin", "plugins = { cri = 1 }\n", Layout{2}, nv, false, false, "line 1"},
+		{"array of runtimes tables", "[[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes]]\n", Layout{2}, nv, false, true, "array of tables"},
+		{"open value at the end", "x = \"\"\"\nabc\n", Layout{2}, nv, false, true, "not terminated"},
+		{"bad version", "", Layout{1}, nv, false, true, "want 2 or 3"},
+		{"no runtimes", "", Layout{2}, nil, false, true, "no runtimes"},
+		{"default of absent", "", Layout{2}, nv, true, false, "default runtime"},
+		{"duplicate names", "", Layout{2}, append(nv, nv...), false, true, "listed twice"},
+		{"bad option", "", Layout{2}, []Runtime{{Name: "n", RuntimeType: "t", Options: map[string]any{"x": struct{}{}}}}, false, true, "unsupported"},
+		{"binary twice", "", Layout{2}, []Runtime{{Name: "n", RuntimeType: "t", BinaryName: "b", Options: map[string]any{"BinaryName": "c"}}}, false, true, "both"},
+	}
+	for _, c := range cases {
+		_, err := Rebuild([]byte(c.src), c.l, c.rts, c.setDef, c.present)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+	// An open value before the stripped table is fine: the runtimes go
+	// where the table was, not after the open value.
+	if _, err := Rebuild([]byte("[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia]\n[other]\nx = [\n"), Layout{2}, nv, false, true); err != nil {
+		t.Errorf("open value after the insertion point: %v", err)
+	}
+}
+
+// TestContainerdRejectsDuplicatedInput shows why Strip cannot use a TOML
+// parser: the real containerd refuses the incident's twice-pasted file
+// that the golden case repairs.
+func TestContainerdRejectsDuplicatedInput(t *testing.T) {
+	bin, err := exec.LookPath("containerd")
+	if err != nil {
+		t.Fatalf("containerd is required: %v", err)
+	}
+	for _, gc := range loadGolden(t) {
+		if !strings.HasSuffix(gc.path, "03-main-appended-twice.txtar") {
+			continue
+		}
+		dir := t.TempDir()
+		path := dir + "/config.toml"
+		if err := writeFile(path, gc.sections["input"]); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bin, "--config", path, "config", "dump").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "duplicated tables") {
+			t.Fatalf("containerd accepted the duplicated input (err %v):\n%s", err, out)
+		}
+		if parses(gc.sections["input"]) {
+			t.Fatal("go-toml parsed the duplicated input")
+		}
+		return
+	}
+	t.Fatal("golden case 03-main-appended-twice not found")
+}

@@ -1,0 +1,126 @@
+package nvidiatoml
+
+import "slices"
+
+// StripOptions tunes Strip.
+type StripOptions struct {
+	// DropDefaultRuntimeName also removes `default_runtime_name` lines whose
+	// value names a runtime isNvidia accepts, so a file without nvidia
+	// runtimes does not point containerd at a handler that is gone.
+	DropDefaultRuntimeName bool
+}
+
+// rules says what classify removes.
+type rules struct {
+	isNvidia func(string) bool
+	// dropDefault decides, for a default_runtime_name line under plugin
+	// with string value v, whether it goes. nil keeps them all.
+	dropDefault func(plugin, v string) bool
+}
+
+// classified is a parsed file with the verdict for every statement.
+type classified struct {
+	src   []byte
+	stmts []stmt
+	drop  []bool
+	// table is the path of the table each statement sits in.
+	table [][]string
+	// removed counts stripped headers and key lines (not body lines).
+	removed int
+	// firstBlock is the index of the first statement of the first stripped
+	// table, its attached comments included; -1 if no table was stripped.
+	firstBlock int
+	// firstHeader is the index of that table's header.
+	firstHeader int
+}
+
+// abs returns the absolute key path a key statement assigns.
+func (c *classified) abs(i int) []string {
+	return append(slices.Clone(c.table[i]), c.stmts[i].path...)
+}
+
+// attached returns the index of the first comment of the run of comments
+// directly above statement i that are indented no deeper than it.
+func attached(stmts []stmt, i int) int {
+	j := i
+	for j > 0 && stmts[j-1].kind == kComment && stmts[j-1].indent <= stmts[i].indent {
+		j--
+	}
+	return j
+}
+
+func classify(src []byte, r rules) *classified {
+	c := &classified{src: src, stmts: parse(src), firstBlock: -1}
+	c.drop = make([]bool, len(c.stmts))
+	c.table = make([][]string, len(c.stmts))
+	var cur []string
+	inStripped := false
+	for i, s := range c.stmts {
+		switch s.kind {
+		case kHeader, kArrayHeader:
+			cur = s.path
+			c.table[i] = cur
+			_, name, ok := runtimeOf(cur)
+			inStripped = ok && r.isNvidia(name)
+			first := attached(c.stmts, i)
+			for j := first; j < i; j++ {
+				c.drop[j] = inStripped
+			}
+			if inStripped {
+				c.drop[i] = true
+				c.removed++
+				if c.firstBlock < 0 {
+					c.firstBlock, c.firstHeader = first, i
+				}
+			}
+		case kKeyVal:
+			c.table[i] = cur
+			if inStripped {
+				c.drop[i] = true
+				continue
+			}
+			abs := c.abs(i)
+			if _, name, ok := runtimeOf(abs); ok && r.isNvidia(name) {
+				c.drop[i] = true
+				c.removed++
+				continue
+			}
+			if plugin, ok := defaultOf(abs); ok && r.dropDefault != nil {
+				if v, ok := stringValue(src, s); ok && r.dropDefault(plugin, v) {
+					c.drop[i] = true
+					c.removed++
+				}
+			}
+		default:
+			c.table[i] = cur
+			c.drop[i] = inStripped
+		}
+	}
+	return c
+}
+
+// kept returns the source with the dropped statements left out.
+func (c *classified) kept() []byte {
+	out := make([]byte, 0, len(c.src))
+	for i, s := range c.stmts {
+		if !c.drop[i] {
+			out = append(out, c.src[s.start:s.end]...)
+		}
+	}
+	return out
+}
+
+// Strip removes every nvidia runtime from src, as described in the package
+// documentation, under any runtimes prefix and however often it is
+// declared, and keeps every other line byte for byte. isNvidia decides which
+// runtime names are nvidia's (see DefaultIsNvidia). removed counts the
+// stripped table headers and key lines. Strip never fails: text it cannot
+// read as TOML is kept as it is.
+func Strip(src []byte, isNvidia func(name string) bool, o StripOptions) (out []byte, removed int) {
+	r := rules{isNvidia: isNvidia}
+	if o.DropDefaultRuntimeName {
+		r.dropDefault = func(_, v string) bool { return isNvidia(v) }
+	}
+	c := classify(src, r)
+	return c.kept(), c.removed
+}
