@@ -44,7 +44,7 @@ func root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	c.AddCommand(applyCmd(), inventoryCmd())
+	c.AddCommand(applyCmd(), inventoryCmd(), explainCmd())
 	return c
 }
 
@@ -102,6 +102,39 @@ func inventoryCmd() *cobra.Command {
 	}
 	c.Flags().StringVarP(&path, "inventory", "i", "", "inventory file")
 	c.Flags().BoolVar(&list, "list", false, "print hosts, groups and vars as JSON")
+	must(c.MarkFlagRequired("inventory"))
+	return c
+}
+
+func explainCmd() *cobra.Command {
+	var o app.ExplainOptions
+	c := &cobra.Command{
+		Use:   "explain -i INVENTORY [-l HOSTS]",
+		Short: "Show, per host, which file owns each containerd setting and what is shadowed (measured, read-only)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Stdout = cmd.OutOrStdout()
+			code, err := app.Explain(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitError{code}
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&o.Inventory, "inventory", "i", "", "inventory file")
+	f.StringVarP(&o.Limit, "limit", "l", "", "limit to hosts matching an Ansible pattern")
+	f.StringVar(&o.Config, "config", "/etc/containerd/config.toml", "main containerd config on the nodes")
+	f.StringVar(&o.Containerd, "containerd", "containerd", "containerd binary on the nodes")
+	f.BoolVar(&o.JSON, "json", false, "print JSON")
+	f.BoolVar(&o.All, "all", false, "also list keys that are built-in defaults")
+	f.IntVarP(&o.Forks, "forks", "f", 20, "hosts worked on at once")
+	f.StringVar(&o.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
+	f.StringVar(&o.SSHConfig, "ssh-config", "", "ssh config file (default ~/.ssh/config)")
+	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "record unknown host keys")
 	must(c.MarkFlagRequired("inventory"))
 	return c
 }

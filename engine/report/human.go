@@ -131,8 +131,13 @@ func PlanDiff(host string, p *module.Plan) string {
 	}
 	if len(p.Effective) > 0 {
 		fmt.Fprintf(&b, "effective config (%s, as the node's containerd loads it):\n", host)
+		zero := 0
 		for _, e := range p.Effective {
 			switch {
+			case e.Before == "" && isZeroValue(e.After):
+				// A new table brings every field at its zero value;
+				// listing them hides the lines that matter.
+				zero++
 			case e.Before == "":
 				fmt.Fprintf(&b, "  + %s = %s\n", e.Key, e.After)
 			case e.After == "":
@@ -141,8 +146,19 @@ func PlanDiff(host string, p *module.Plan) string {
 				fmt.Fprintf(&b, "  ~ %s = %s -> %s\n", e.Key, e.Before, e.After)
 			}
 		}
+		if zero > 0 {
+			fmt.Fprintf(&b, "  (+ %d more new keys at their zero value)\n", zero)
+		}
 	}
 	return b.String()
+}
+
+func isZeroValue(v string) bool {
+	switch v {
+	case `""`, "0", "false", "[]", "{}", "0.0":
+		return true
+	}
+	return false
 }
 
 // Done prints the recap.

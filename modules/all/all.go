@@ -5,5 +5,7 @@ package all
 import (
 	// Each import registers one module in its init.
 	_ "nodeconverge/modules/command"
+	_ "nodeconverge/modules/containerd_dropins"
+	_ "nodeconverge/modules/containerd_nvidia"
 	_ "nodeconverge/modules/copy"
 )

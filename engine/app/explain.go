@@ -1,0 +1,194 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"nodeconverge/engine/inventory"
+	"nodeconverge/engine/report"
+	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/sshconn"
+	"nodeconverge/modules/containerd/ctrconf"
+)
+
+// ExplainOptions are the flags of `nodeconverge explain`.
+type ExplainOptions struct {
+	Inventory         string
+	Limit             string
+	Config            string
+	Containerd        string
+	JSON              bool
+	All               bool
+	Forks             int
+	KnownHosts        string
+	SSHConfig         string
+	AcceptNewHostKeys bool
+	Stdout            io.Writer
+}
+
+// HostExplanation is one host's answer, or why there is none.
+type HostExplanation struct {
+	Host        string               `json:"host"`
+	Error       string               `json:"error,omitempty"`
+	Explanation *ctrconf.Explanation `json:"explanation,omitempty"`
+}
+
+// Explain measures, per host, which file owns what in containerd's
+// effective config. It changes nothing: it only ever holds a Reader.
+func Explain(ctx context.Context, o ExplainOptions) (int, error) {
+	inv, err := inventory.Load(o.Inventory)
+	if err != nil {
+		return report.ExitFailed, err
+	}
+	pattern := "all"
+	if o.Limit != "" {
+		pattern = o.Limit
+	}
+	hosts, err := inv.Select(pattern)
+	if err != nil {
+		return report.ExitFailed, fmt.Errorf("--limit: %w", err)
+	}
+	if o.Forks <= 0 {
+		o.Forks = 20
+	}
+	dial := Dialer(SSHOptions(o.KnownHosts, o.SSHConfig, o.AcceptNewHostKeys))
+	out := make([]HostExplanation, len(hosts))
+	sem := make(chan struct{}, o.Forks)
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out[i] = explainHost(ctx, dial, h, o)
+		}()
+	}
+	wg.Wait()
+	code := report.ExitOK
+	for _, e := range out {
+		if e.Error != "" {
+			code = report.ExitFailed
+		}
+	}
+	if o.JSON {
+		b, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			return report.ExitFailed, fmt.Errorf("encode: %w", err)
+		}
+		_, err = fmt.Fprintf(o.Stdout, "%s\n", b)
+		return code, err
+	}
+	for _, e := range out {
+		writeExplanation(o.Stdout, e, o.All)
+	}
+	return code, nil
+}
+
+func explainHost(ctx context.Context, dial func(context.Context, *inventory.Host, bool) (transport.Conn, error), h *inventory.Host, o ExplainOptions) HostExplanation {
+	c, err := dial(ctx, h, h.Conn.Become)
+	if err != nil {
+		return HostExplanation{Host: h.Name, Error: err.Error()}
+	}
+	defer func() {
+		if err := c.Close(); err != nil && !sshconn.IsUnreachable(err) {
+			fmt.Fprintf(o.Stdout, "close %s: %v\n", h.Name, err)
+		}
+	}()
+	r := transport.ReadOnly(transport.NewHost(c, transport.HostOptions{}))
+	ex, err := ctrconf.Explain(ctx, r, o.Config, o.Containerd)
+	if err != nil {
+		return HostExplanation{Host: h.Name, Error: err.Error()}
+	}
+	return HostExplanation{Host: h.Name, Explanation: ex}
+}
+
+func writeExplanation(w io.Writer, he HostExplanation, all bool) {
+	fmt.Fprintf(w, "== %s\n", he.Host)
+	if he.Error != "" {
+		fmt.Fprintf(w, "  error: %s\n\n", he.Error)
+		return
+	}
+	e := he.Explanation
+	fmt.Fprintf(w, "  containerd: %s\n  config version %d; files containerd loads, in order:\n", e.BinVersion, e.Version)
+	for i, f := range e.Files {
+		fmt.Fprintf(w, "    %d. %s\n", i+1, f)
+	}
+	for _, m := range e.Missing {
+		fmt.Fprintf(w, "    MISSING (imported by name; containerd refuses to start): %s\n", m)
+	}
+	for _, u := range e.Unparseable {
+		fmt.Fprintf(w, "    DOES NOT PARSE: %s: %s\n", u.File, u.Err)
+	}
+	if !e.OK {
+		fmt.Fprintf(w, "  the tree does not load: %s\n", e.Err)
+	}
+	if len(e.Owners) > 0 {
+		fmt.Fprintf(w, "  plugin owners (containerd 1.x: the last file that mentions a plugin replaces all of it):\n")
+		plugins := make([]string, 0, len(e.Owners))
+		for p := range e.Owners {
+			plugins = append(plugins, p)
+		}
+		sort.Strings(plugins)
+		for _, p := range plugins {
+			fmt.Fprintf(w, "    %-40s %s\n", p, e.Owners[p])
+		}
+	}
+	for _, s := range e.Shadows {
+		fmt.Fprintf(w, "  SHADOWING: %s hides %d value(s) that earlier files set:\n", s.File, len(s.Restored))
+		for _, c := range s.Restored {
+			fmt.Fprintf(w, "    %s: %s without it, %s with it\n", c.Key, orAbsent(c.After), orAbsent(c.Before))
+		}
+	}
+	if len(e.Lost) > 0 {
+		fmt.Fprintf(w, "  written but NOT in effect:\n")
+		for _, l := range e.Lost {
+			eff := l.Effective
+			if l.Absent {
+				eff = "absent"
+			}
+			by := ""
+			if l.Winner != "" {
+				by = " (decided by " + l.Winner + ")"
+			}
+			fmt.Fprintf(w, "    %s = %s in %s; effective: %s%s — %s\n", l.Key, l.Written, l.File, eff, by, l.Reason)
+		}
+	}
+	fmt.Fprintf(w, "  effective keys written by a file:\n")
+	defaults := 0
+	for _, k := range e.Keys {
+		if k.File == "" {
+			defaults++
+			if !all {
+				continue
+			}
+		}
+		origin := k.File
+		switch {
+		case k.File == "" && k.ResetBy != "":
+			origin = "default (reset by " + k.ResetBy + ")"
+		case k.File == "":
+			origin = "default"
+		}
+		fmt.Fprintf(w, "    %s = %s  <- %s\n", k.Key, k.Value, origin)
+	}
+	if !all {
+		fmt.Fprintf(w, "  (%d more keys are built-in defaults; --all lists them)\n", defaults)
+	}
+	for _, warn := range e.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", warn)
+	}
+	fmt.Fprintln(w)
+}
+
+func orAbsent(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "absent"
+	}
+	return s
+}

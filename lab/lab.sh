@@ -1,0 +1,596 @@
+#!/usr/bin/env bash
+# lab.sh — the nodeconverge local lab: N "nodes" on one machine, each an sshd on its own loopback
+# address inside its own mount namespace, with per-node /etc/containerd, /etc/sysctl.d, /run/containerd,
+# /var/lib/containerd, /root, inotify sysctl files, and a real containerd daemon driven by a systemctl
+# stand-in. See lab/README.md for what is real and what is a stand-in.
+#
+# Usage (as root):
+#   lab.sh up --dir DIR --nodes N [--net 127.30.0] [--port 2222] [--names a,b,c] [--no-containerd]
+#             [--containerd-bin PATH] [--scenario incident|clean|none]
+#   lab.sh down --dir DIR [--purge]
+#   lab.sh exec --dir DIR NAME -- CMD...
+#   lab.sh stop-sshd --dir DIR NAME
+#   lab.sh start-sshd --dir DIR NAME
+#   lab.sh status --dir DIR
+set -euo pipefail
+
+LAB_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+NODE_PATH_ENV=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# Host paths each node gets its own copy of (bind-mounted from DIR/nodes/NAME/<same path>).
+MOUNTED_DIRS=(/etc/containerd /etc/sysctl.d /etc/cni/net.d /run/containerd /var/lib/containerd
+	/var/lib/nodeconverge /root /usr/local/sbin /usr/local/nvidia)
+PROC_FILES=(/proc/sys/fs/inotify/max_user_instances /proc/sys/fs/inotify/max_user_watches)
+# Startup waits poll against these deadlines (seconds).
+SSHD_DEADLINE=${LAB_SSHD_DEADLINE:-60}
+PARALLEL=${LAB_PARALLEL:-16}
+
+die() {
+	echo "lab.sh: $*" >&2
+	exit 1
+}
+log() { echo "lab.sh: $*" >&2; }
+
+usage() {
+	sed -n '7,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+# ---------------------------------------------------------------------------------------------------
+# helpers
+
+# alive PID: a live, non-zombie process (the machine's PID 1 may not reap orphans).
+alive() {
+	local p=$1 st
+	[[ -n $p && -r /proc/$p/stat ]] || return 1
+	st=$(</proc/"$p"/stat) 2>/dev/null || return 1
+	st=${st##*) }
+	st=${st%% *}
+	[[ -n $st && $st != Z && $st != X ]]
+}
+
+mntns_of() { readlink "/proc/$1/ns/mnt" 2>/dev/null || true; }
+
+load_env() {
+	[[ -r $DIR/lab.env ]] || die "$DIR/lab.env not found: no lab in $DIR"
+	# shellcheck disable=SC1091
+	source "$DIR/lab.env"
+}
+
+node_dir() { echo "$DIR/nodes/$1"; }
+
+# holder_pid NAME: pid of the process that anchors the node's mount namespace, or empty.
+holder_pid() {
+	local nd p
+	nd=$(node_dir "$1")
+	[[ -r $nd/holder.pid ]] || return 0
+	p=$(<"$nd/holder.pid")
+	if alive "$p" && [[ $(mntns_of "$p") == "$(<"$nd/mntns")" ]]; then echo "$p"; fi
+}
+
+require_holder() {
+	local p
+	p=$(holder_pid "$1")
+	[[ -n $p ]] || die "node $1 is not running (no live namespace holder in $(node_dir "$1"))"
+	echo "$p"
+}
+
+# addr_for I: set ADDR to the I-th node address (1-based): NET.(I+10), carrying into the third octet
+# past .254 so that 500 nodes fit. Sets a variable instead of printing: no subshell per call.
+addr_for() {
+	local i=$1 a b c n
+	IFS=. read -r a b c <<<"$NET"
+	n=$((i + 10))
+	while ((n > 254)); do
+		n=$((n - 254))
+		c=$((c + 1))
+	done
+	((c <= 255)) || die "--net $NET has no room for $NODES nodes"
+	ADDR=$a.$b.$c.$n
+}
+
+ensure_packages() {
+	local missing=()
+	[[ -x /usr/sbin/sshd ]] || missing+=(openssh-server)
+	command -v containerd >/dev/null || missing+=(containerd)
+	command -v nsenter >/dev/null || missing+=(util-linux)
+	if ((${#missing[@]})); then
+		log "installing ${missing[*]}"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+	fi
+}
+
+# ---------------------------------------------------------------------------------------------------
+# up
+
+write_scenario() {
+	local name=$1 nd=$2 s=$LAB_SRC/scenarios
+	case $SCENARIO in
+	incident)
+		mkdir -p "$nd/etc/containerd/conf.d"
+		cp "$s/incident/config.toml" "$nd/etc/containerd/config.toml"
+		cp "$s/incident/99-nvidia.toml" "$nd/etc/containerd/conf.d/99-nvidia.toml"
+		cp "$s/incident/zz-labhub-registry.toml" "$nd/etc/containerd/conf.d/zz-labhub-registry.toml"
+		if [[ $name == omen ]]; then
+			# The first wrong turn: the nvidia block appended with >>, pasted twice.
+			cat "$s/incident/omen-nvidia-append.toml" "$s/incident/omen-nvidia-append.toml" \
+				>>"$nd/etc/containerd/config.toml"
+		fi
+		;;
+	clean)
+		cp "$s/clean/config.toml" "$nd/etc/containerd/config.toml"
+		;;
+	none) ;;
+	*) die "unknown scenario $SCENARIO" ;;
+	esac
+}
+
+# setup_node I NAME: everything on disk for one node, then start its namespace holder and sshd.
+setup_node() {
+	local i=$1 name=$2 addr nd f
+	addr_for "$i"
+	addr=$ADDR
+	nd=$(node_dir "$name")
+	# One mkdir/chmod/cp per node, not one per path: at 500 nodes the forks are the cost.
+	mkdir -p "${MOUNTED_DIRS[@]/#/$nd}" "$nd/proc/sys/fs/inotify" "$nd/root/.ssh" "$nd/usr/local/nvidia/toolkit"
+	cp "$DIR/id_ed25519.pub" "$nd/root/.ssh/authorized_keys"
+	# Kernel defaults of a fresh node (the incident's nodes had 128 instances).
+	echo 128 >"$nd/proc/sys/fs/inotify/max_user_instances"
+	echo "$INOTIFY_WATCHES_DEFAULT" >"$nd/proc/sys/fs/inotify/max_user_watches"
+	echo "${SYSTEMCTL_SRC//@NODE@/$nd}" >"$nd/usr/local/sbin/systemctl"
+	echo "${JOURNALCTL_SRC//@NODE@/$nd}" >"$nd/usr/local/sbin/journalctl"
+	for f in nvidia-container-runtime nvidia-container-runtime.cdi nvidia-container-runtime.legacy; do
+		printf '#!/bin/sh\n# lab stand-in for %s (no GPU here): behaves as plain runc.\nexec runc "$@"\n' "$f" \
+			>"$nd/usr/local/nvidia/toolkit/$f"
+	done
+	chmod 700 "$nd/root" "$nd/root/.ssh"
+	chmod 600 "$nd/root/.ssh/authorized_keys"
+	chmod 755 "$nd/usr/local/sbin/systemctl" "$nd/usr/local/sbin/journalctl" "$nd"/usr/local/nvidia/toolkit/*
+	echo "$CONTAINERD_BIN" >"$nd/containerd-bin"
+	write_scenario "$name" "$nd"
+	[[ -e $nd/ssh_host_ed25519_key ]] ||
+		ssh-keygen -q -t ed25519 -N '' -C "lab-$name" -f "$nd/ssh_host_ed25519_key" </dev/null
+	cat >"$nd/sshd_config" <<EOF
+# sshd for lab node $name (nodeconverge lab)
+ListenAddress $addr:$PORT
+HostKey $nd/ssh_host_ed25519_key
+PidFile $nd/sshd.pid
+UsePAM no
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+AuthorizedKeysFile /root/.ssh/authorized_keys
+StrictModes no
+AllowTcpForwarding yes
+MaxSessions 50
+MaxStartups 200:30:500
+LogLevel VERBOSE
+UseDNS no
+PrintMotd no
+PrintLastLog no
+X11Forwarding no
+SetEnv PATH=$NODE_PATH_ENV
+Subsystem sftp /usr/lib/openssh/sftp-server
+EOF
+	printf 'NAME=%s\nADDR=%s\nPORT=%s\n' "$name" "$addr" "$PORT" >"$nd/node.env"
+
+	# The node's init: bind mounts, sshd, then "ready" (its pid in holder.pid), then sleep forever so
+	# the namespace outlives sshd restarts. Runs in a private mount namespace: nothing leaks to the host.
+	{
+		echo 'set -e'
+		for d in "${MOUNTED_DIRS[@]}"; do echo "mount --bind '$nd$d' '$d'"; done
+		for f in "${PROC_FILES[@]}"; do echo "mount --bind '$nd$f' '$f'"; done
+		echo "readlink /proc/\$\$/ns/mnt > '$nd/mntns'"
+		# sshd starts here rather than through nsenter afterwards: one process less per node, and the
+		# subshell hands sshd to PID 1 so it is not left a zombie under `sleep` when stopped.
+		echo "(setsid env -i PATH='$NODE_PATH_ENV' /usr/sbin/sshd -D -f '$nd/sshd_config' -E '$nd/sshd.log' </dev/null >>'$nd/sshd.out' 2>&1 &)"
+		echo "echo \$\$ > '$nd/holder.pid.tmp' && mv '$nd/holder.pid.tmp' '$nd/holder.pid'"
+		echo 'exec sleep infinity'
+	} >"$nd/init.sh"
+	rm -f "$nd/holder.pid"
+	# The subshell detaches the node from our job table, so `wait` never waits for a node.
+	(setsid unshare --mount --propagation private -- /bin/sh "$nd/init.sh" \
+		</dev/null >>"$nd/init.log" 2>&1 &)
+}
+
+start_sshd_in() {
+	local name=$1 hp nd
+	nd=$(node_dir "$name")
+	hp=$(require_holder "$name")
+	rm -f "$nd/sshd.pid"
+	(setsid nsenter -m -t "$hp" --wd=/ -- env -i PATH="$NODE_PATH_ENV" \
+		/usr/sbin/sshd -D -f "$nd/sshd_config" -E "$nd/sshd.log" </dev/null >>"$nd/sshd.out" 2>&1 &)
+}
+
+# wait_listening ADDR:PORT...: poll `ss` until every address listens or the deadline passes. One `ss`
+# per round and no fork per address, so 500 pending nodes cost the same as one.
+wait_listening() {
+	local end=$((SECONDS + SSHD_DEADLINE)) pending=("$@") next a
+	local -A listening
+	while ((${#pending[@]})); do
+		listening=()
+		while read -r _ _ _ a _; do listening[$a]=1; done < <(ss -Hltn "sport = :$PORT")
+		next=()
+		for a in "${pending[@]}"; do
+			[[ -n ${listening[$a]:-} ]] || next+=("$a")
+		done
+		pending=("${next[@]+"${next[@]}"}")
+		((${#pending[@]})) || break
+		((SECONDS < end)) || die "sshd not listening after ${SSHD_DEADLINE}s on: ${pending[*]}"
+		sleep 0.05
+	done
+}
+
+wait_holders() {
+	local end=$((SECONDS + SSHD_DEADLINE)) name nd
+	for name in "$@"; do
+		nd=$(node_dir "$name")
+		until [[ -s $nd/holder.pid ]]; do
+			((SECONDS < end)) || die "node $name: namespace not ready; $(tail -5 "$nd/init.log" 2>/dev/null)"
+			sleep 0.02
+		done
+	done
+}
+
+# throttle: keep at most PARALLEL background jobs.
+throttle() {
+	while (($(jobs -rp | wc -l) >= PARALLEL)); do wait -n || true; done
+}
+
+cmd_up() {
+	local nodes="" names="" no_ctrd=0 i name
+	NET=127.30.0 PORT=2222 SCENARIO="" CONTAINERD_BIN=""
+	while (($#)); do
+		case $1 in
+		--dir) DIR=$2; shift ;;
+		--nodes) nodes=$2; shift ;;
+		--net) NET=$2; shift ;;
+		--port) PORT=$2; shift ;;
+		--names) names=$2; shift ;;
+		--no-containerd) no_ctrd=1 ;;
+		--containerd-bin) CONTAINERD_BIN=$2; shift ;;
+		--scenario) SCENARIO=$2; shift ;;
+		*) die "up: unknown argument $1" ;;
+		esac
+		shift
+	done
+	[[ -n ${DIR:-} ]] || die "up: --dir is required"
+	[[ $NET =~ ^127\.[0-9]+\.[0-9]+$ ]] || die "up: --net must be three octets in 127/8, e.g. 127.30.0"
+	((EUID == 0)) || die "up: must run as root (mount namespaces, sshd)"
+	local -a NAMES
+	if [[ -n $names ]]; then
+		IFS=, read -r -a NAMES <<<"$names"
+		[[ -z $nodes || $nodes == "${#NAMES[@]}" ]] || die "up: --nodes $nodes but ${#NAMES[@]} names"
+	else
+		[[ $nodes =~ ^[0-9]+$ && $nodes -ge 1 ]] || die "up: --nodes N (N>=1) or --names is required"
+		if ((nodes == 4)); then
+			NAMES=(nuc1 nuc2 omen omen2)
+		else
+			local width=${#nodes}
+			((width >= 2)) || width=2
+			for ((i = 1; i <= nodes; i++)); do printf -v name 'node%0*d' "$width" "$i" && NAMES+=("$name"); done
+		fi
+	fi
+	NODES=${#NAMES[@]}
+	if [[ -z $SCENARIO ]]; then
+		if [[ ${NAMES[*]} == "nuc1 nuc2 omen omen2" ]]; then SCENARIO=incident; else SCENARIO=clean; fi
+	fi
+	ensure_packages
+	if [[ -z $CONTAINERD_BIN ]]; then CONTAINERD_BIN=$(command -v containerd); fi
+	[[ -x $CONTAINERD_BIN ]] || die "up: containerd binary $CONTAINERD_BIN is not executable"
+	SYSTEMCTL_SRC=$(<"$LAB_SRC/systemctl.sh")
+	JOURNALCTL_SRC=$(<"$LAB_SRC/journalctl.sh")
+	INOTIFY_WATCHES_DEFAULT=${LAB_INOTIFY_WATCHES:-$(cat /proc/sys/fs/inotify/max_user_watches)}
+
+	mkdir -p "$DIR/nodes"
+	DIR=$(cd "$DIR" && pwd)
+	if [[ -r $DIR/lab.env ]]; then
+		load_env
+		for name in $LAB_NODES; do
+			[[ -z $(holder_pid "$name") ]] || die "up: a lab is already running in $DIR (lab.sh down first)"
+		done
+	fi
+	# Mount targets that the host lacks. Empty directories; creating them is the lab's only change
+	# to the host outside DIR (plus /run/sshd, sshd's privilege-separation directory).
+	local d
+	for d in "${MOUNTED_DIRS[@]}"; do mkdir -p "$d"; done
+	mkdir -p /run/sshd
+	chmod 755 /run/sshd
+	[[ -e $DIR/id_ed25519 ]] || ssh-keygen -q -t ed25519 -N '' -C nodeconverge-lab -f "$DIR/id_ed25519" </dev/null
+
+	local t0=$SECONDS
+	local -a setup=()
+	for ((i = 1; i <= NODES; i++)); do
+		throttle
+		setup_node "$i" "${NAMES[i - 1]}" &
+		setup+=($!)
+	done
+	for i in "${setup[@]}"; do wait "$i" || die "node setup failed"; done
+	wait_holders "${NAMES[@]}"
+	local addrs=()
+	for ((i = 1; i <= NODES; i++)); do
+		addr_for "$i"
+		addrs+=("$ADDR:$PORT")
+	done
+	wait_listening "${addrs[@]}"
+	write_outputs
+	log "$NODES nodes listening on $NET.x:$PORT after $((SECONDS - t0))s"
+
+	# Scenario none writes no config.toml; containerd would refuse to start without it.
+	if ((no_ctrd == 0)) && [[ $SCENARIO != none ]]; then
+		local -A pids=()
+		for name in "${NAMES[@]}"; do
+			throttle
+			nsenter -m -t "$(holder_pid "$name")" --wd=/ -- env -i PATH="$NODE_PATH_ENV" \
+				systemctl start containerd >"$(node_dir "$name")/start.out" 2>&1 &
+			pids[$name]=$!
+		done
+		local failed=()
+		for name in "${NAMES[@]}"; do
+			wait "${pids[$name]}" || failed+=("$name")
+		done
+		for name in "${failed[@]+"${failed[@]}"}"; do
+			if [[ $SCENARIO == incident && $name == omen ]]; then
+				log "node omen: containerd refused its config, as in the incident: $(grep -m1 -o 'failed to load TOML[^"]*' "$(node_dir omen)/containerd.log" || true)"
+			else
+				cat "$(node_dir "$name")/start.out" >&2
+				die "node $name: containerd did not start"
+			fi
+		done
+		log "containerd started after $((SECONDS - t0))s"
+	fi
+	echo "$DIR"
+}
+
+write_outputs() {
+	local i name addr nd hostkey hk="$DIR/known_hosts.tmp" inv="$DIR/inventory.yaml.tmp"
+	: >"$hk"
+	{
+		echo "# nodeconverge lab inventory (generated by lab/lab.sh)"
+		echo "all:"
+		echo "  children:"
+		echo "    gpu:"
+		echo "      vars:"
+		echo "        ansible_ssh_common_args: \"-o UserKnownHostsFile=$DIR/known_hosts -o StrictHostKeyChecking=yes\""
+		echo "      hosts:"
+	} >"$inv"
+	local node_addrs=""
+	for ((i = 1; i <= NODES; i++)); do
+		name=${NAMES[i - 1]}
+		addr_for "$i"
+		addr=$ADDR
+		nd=$DIR/nodes/$name
+		hostkey=$(cut -d' ' -f1,2 "$nd/ssh_host_ed25519_key.pub")
+		if [[ $PORT == 22 ]]; then echo "$addr $hostkey" >>"$hk"; else echo "[$addr]:$PORT $hostkey" >>"$hk"; fi
+		cat >>"$inv" <<EOF
+        $name:
+          ansible_host: $addr
+          ansible_port: $PORT
+          ansible_user: root
+          ansible_ssh_private_key_file: $DIR/id_ed25519
+EOF
+		node_addrs+="$name=$addr "
+	done
+	mv "$hk" "$DIR/known_hosts"
+	mv "$inv" "$DIR/inventory.yaml"
+	cat >"$DIR/lab.env.tmp" <<EOF
+# nodeconverge lab (generated by lab/lab.sh); shell-sourceable.
+LAB_DIR='$DIR'
+LAB_PORT='$PORT'
+LAB_NET='$NET'
+LAB_SCENARIO='$SCENARIO'
+LAB_KEY='$DIR/id_ed25519'
+LAB_INVENTORY='$DIR/inventory.yaml'
+LAB_KNOWN_HOSTS='$DIR/known_hosts'
+LAB_NODES='${NAMES[*]}'
+LAB_NODE_ADDRS='${node_addrs% }'
+EOF
+	mv "$DIR/lab.env.tmp" "$DIR/lab.env"
+}
+
+# ---------------------------------------------------------------------------------------------------
+# down
+
+# lab_namespaces: the mount namespaces of this lab's nodes, one per line (from live holders, or the
+# recorded ids when a holder is gone but other processes may still hold the namespace).
+lab_namespaces() {
+	local nd
+	for nd in "$DIR"/nodes/*/; do
+		[[ -r $nd/mntns ]] && cat "$nd/mntns"
+	done
+	return 0
+}
+
+# proc_namespaces: "/proc/PID/ns MNTNS" for every process. find exits non-zero when processes vanish
+# during the walk, which is normal here and must not abort the script under pipefail.
+proc_namespaces() {
+	find /proc -mindepth 3 -maxdepth 3 -path '/proc/[0-9]*/ns/mnt' -printf '%h %l\n' 2>/dev/null || true
+}
+
+# pids_in_namespaces NSFILE: pids whose mount namespace is listed in NSFILE (never our own namespace).
+pids_in_namespaces() {
+	local self
+	self=$(readlink /proc/self/ns/mnt)
+	proc_namespaces |
+		awk -v self="$self" 'NR==FNR { ns[$1]=1; next } $2 != self && ($2 in ns) { split($1, p, "/"); print p[3] }' "$1" -
+}
+
+# wait_dead DEADLINE PID...: poll until no PID is alive; false if the deadline passed first. A process
+# leaves its namespace before it is reaped, so liveness, not namespace membership, is what is polled.
+wait_dead() {
+	local end=$((SECONDS + $1)) p any
+	shift
+	while :; do
+		any=0
+		for p in "$@"; do
+			if alive "$p"; then any=1 && break; fi
+		done
+		((any)) || return 0
+		((SECONDS < end)) || return 1
+		sleep 0.05
+	done
+}
+
+# kill_namespaces NSFILE: TERM every process in the listed namespaces, KILL what outlives the
+# deadline, and repeat while new processes show up (sshd children forked during shutdown).
+kill_namespaces() {
+	local nsfile=$1 round pids
+	for round in 1 2 3 4 5; do
+		pids=$(pids_in_namespaces "$nsfile")
+		[[ -n $pids ]] || return 0
+		# shellcheck disable=SC2086
+		kill -TERM $pids 2>/dev/null || true
+		# shellcheck disable=SC2086
+		if ! wait_dead 10 $pids; then
+			# shellcheck disable=SC2086
+			kill -KILL $pids 2>/dev/null || true
+			# shellcheck disable=SC2086
+			wait_dead 5 $pids || die "processes survived SIGKILL: $pids"
+		fi
+	done
+	pids=$(pids_in_namespaces "$nsfile")
+	[[ -z $pids ]] || die "processes keep appearing in the lab's namespaces: $pids"
+}
+
+cmd_down() {
+	local purge=0
+	while (($#)); do
+		case $1 in
+		--dir) DIR=$2; shift ;;
+		--purge) purge=1 ;;
+		*) die "down: unknown argument $1" ;;
+		esac
+		shift
+	done
+	[[ -n ${DIR:-} ]] || die "down: --dir is required"
+	[[ -d $DIR ]] || return 0
+	DIR=$(cd "$DIR" && pwd)
+	[[ -d $DIR/nodes ]] || return 0
+	local nsfile
+	nsfile=$(mktemp)
+	lab_namespaces | sort -u >"$nsfile"
+	# Kill processes of this lab that are outside any node namespace but were started by us and
+	# survived (an nsenter still in setns cannot exist: it execs immediately).
+	kill_namespaces "$nsfile"
+	rm -f "$nsfile"
+	local nd
+	for nd in "$DIR"/nodes/*/; do
+		rm -f "$nd/holder.pid" "$nd/sshd.pid" "$nd/containerd.pid"
+	done
+	if ((purge)); then
+		[[ -r $DIR/lab.env || -d $DIR/nodes ]] || die "down --purge: $DIR does not look like a lab dir"
+		rm -rf -- "$DIR"
+	fi
+}
+
+# ---------------------------------------------------------------------------------------------------
+# exec, stop-sshd, start-sshd, status
+
+parse_dir_name() {
+	NAME=""
+	while (($#)); do
+		case $1 in
+		--dir) DIR=$2; shift ;;
+		--) shift; break ;;
+		-*) die "unknown argument $1" ;;
+		*) [[ -z $NAME ]] || break; NAME=$1 ;;
+		esac
+		shift
+	done
+	REST=("$@")
+	[[ -n ${DIR:-} && -n $NAME ]] || die "need --dir DIR NAME"
+	DIR=$(cd "$DIR" && pwd)
+	[[ -d $DIR/nodes/$NAME ]] || die "no node $NAME in $DIR"
+}
+
+cmd_exec() {
+	parse_dir_name "$@"
+	((${#REST[@]})) || die "exec: no command"
+	local hp
+	hp=$(require_holder "$NAME")
+	exec nsenter -m -t "$hp" --wd=/ -- env -i PATH="$NODE_PATH_ENV" HOME=/root USER=root LOGNAME=root \
+		SHELL=/bin/sh LANG=C.UTF-8 "${REST[@]}"
+}
+
+sshd_pids() {
+	# All sshd processes of the node (listener and per-connection children).
+	local hp=$1 ns
+	ns=$(mntns_of "$hp")
+	proc_namespaces |
+		awk -v ns="$ns" '$2 == ns { split($1, p, "/"); print p[3] }' |
+		while read -r p; do
+			[[ $(cat "/proc/$p/comm" 2>/dev/null) == sshd ]] && echo "$p"
+		done
+	return 0
+}
+
+cmd_stop_sshd() {
+	parse_dir_name "$@"
+	local hp pids end
+	hp=$(require_holder "$NAME")
+	pids=$(sshd_pids "$hp")
+	[[ -n $pids ]] || return 0
+	# shellcheck disable=SC2086
+	kill -TERM $pids 2>/dev/null || true
+	# shellcheck disable=SC2086
+	if ! wait_dead 10 $pids; then
+		# shellcheck disable=SC2086
+		kill -KILL $pids 2>/dev/null || true
+		# shellcheck disable=SC2086
+		wait_dead 5 $pids || die "node $NAME: sshd survived SIGKILL: $pids"
+	fi
+	rm -f "$(node_dir "$NAME")/sshd.pid"
+}
+
+cmd_start_sshd() {
+	parse_dir_name "$@"
+	load_env
+	PORT=$LAB_PORT
+	local hp addr
+	hp=$(require_holder "$NAME")
+	[[ -z $(sshd_pids "$hp") ]] || return 0
+	# shellcheck disable=SC1091
+	addr=$(source "$(node_dir "$NAME")/node.env" && echo "$ADDR")
+	start_sshd_in "$NAME"
+	wait_listening "$addr:$PORT"
+}
+
+cmd_status() {
+	while (($#)); do
+		case $1 in
+		--dir) DIR=$2; shift ;;
+		*) die "status: unknown argument $1" ;;
+		esac
+		shift
+	done
+	DIR=$(cd "$DIR" && pwd)
+	load_env
+	local name hp
+	for name in $LAB_NODES; do
+		hp=$(holder_pid "$name")
+		if [[ -z $hp ]]; then
+			echo "$name down"
+			continue
+		fi
+		echo "$name up sshd=$([[ -n $(sshd_pids "$hp") ]] && echo up || echo down) containerd=$(nsenter -m -t "$hp" -- /usr/local/sbin/systemctl is-active containerd || true)"
+	done
+}
+
+main() {
+	(($#)) || usage
+	local sub=$1
+	shift
+	case $sub in
+	up) cmd_up "$@" ;;
+	down) cmd_down "$@" ;;
+	exec) cmd_exec "$@" ;;
+	stop-sshd) cmd_stop_sshd "$@" ;;
+	start-sshd) cmd_start_sshd "$@" ;;
+	status) cmd_status "$@" ;;
+	-h | --help | help) usage ;;
+	*) die "unknown subcommand $sub" ;;
+	esac
+}
+
+main "$@"
