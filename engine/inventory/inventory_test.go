@@ -1,0 +1,383 @@
+package inventory
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func loadGood(t *testing.T) *Inventory {
+	t.Helper()
+	inv, err := Load("testdata/good/lab.yaml")
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return inv
+}
+
+func TestLoadStructure(t *testing.T) {
+	inv := loadGood(t)
+	wantOrder := []string{"bastion", "nuc1", "nuc2", "omen", "omen2", "node01", "node02", "node03", "spare"}
+	if diff := cmp.Diff(wantOrder, inv.Order); diff != "" {
+		t.Errorf("Order (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"ungrouped", "gpu", "zone_b", "zone_a", "rack"}, inv.Groups["all"].Children); diff != "" {
+		t.Errorf("all children (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"omen2", "nuc2"}, inv.Groups["zone_b"].Hosts); diff != "" {
+		t.Errorf("zone_b hosts (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"all", "gpu", "nuc", "zone_b"}, inv.Hosts["nuc2"].Groups); diff != "" {
+		t.Errorf("nuc2 groups (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"all", "ungrouped"}, inv.Hosts["bastion"].Groups); diff != "" {
+		t.Errorf("bastion groups (-want +got):\n%s", diff)
+	}
+	// group_vars/gpu/ is a directory: its files merge in name order.
+	if got := inv.Groups["gpu"].Vars["containerd_config"]; got != "/etc/containerd/config.toml" {
+		t.Errorf("gpu containerd_config = %v", got)
+	}
+}
+
+func TestVarPrecedence(t *testing.T) {
+	inv := loadGood(t)
+	tests := []struct {
+		host, key string
+		want      any
+		why       string
+	}{
+		{"bastion", "level", "all", "only all applies"},
+		{"nuc1", "level", "nuc", "child group beats parent group"},
+		{"nuc2", "level", "nuc", "deeper group beats a shallower one listed later"},
+		{"omen2", "level", "host-inventory", "inventory host var beats group vars"},
+		{"omen", "level", "host-file", "host_vars/ beats inventory host vars"},
+		{"nuc1", "runtime", "runc", "group_vars/ beats inventory group vars even of a deeper group"},
+		{"nuc1", "site", "lab-from-group_vars", "group_vars/all.yml beats inventory all vars"},
+		{"nuc2", "zone", "b-from-group_vars", "group_vars/zone_b.yaml applies"},
+		{"nuc1", "zone", "a", "inventory var of the only zone group"},
+		{"node02", "ansible_port", 2022, "host_vars/ adds vars"},
+		{"nuc1", "inventory_hostname", "nuc1", "magic var"},
+		{"nuc1", "group_names", []any{"gpu", "nuc", "zone_a"}, "magic var"},
+	}
+	for _, tt := range tests {
+		got := inv.Hosts[tt.host].Vars[tt.key]
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s %s (%s) (-want +got):\n%s", tt.host, tt.key, tt.why, diff)
+		}
+	}
+}
+
+func TestSameDepthLaterNameWins(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "inv.yaml")
+	src := "zeta:\n  vars: {v: zeta}\n  hosts: {h: }\nalpha:\n  vars: {v: alpha}\n  hosts: {h: }\n"
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inv.Hosts["h"].Vars["v"]; got != "zeta" {
+		t.Errorf("v = %v, want zeta (same depth: the name sorting later wins)", got)
+	}
+}
+
+func TestConnInfo(t *testing.T) {
+	inv := loadGood(t)
+	tests := map[string]ConnInfo{
+		"bastion": {Address: "127.0.0.9", Port: 22, User: "admin"},
+		"nuc2": {Address: "127.0.0.12", Port: 2202, User: "admin", ProxyJump: "jump@bastion:2222",
+			CommonArgs: "-o ProxyJump=jump@bastion:2222 -o StrictHostKeyChecking=yes"},
+		"omen": {Address: "127.0.0.21", Port: 22, User: "admin", KeyFile: "/keys/omen", Become: true, BecomeUser: "root",
+			ProxyJump: "jump@bastion:2222", CommonArgs: "-o ProxyJump=jump@bastion:2222 -o StrictHostKeyChecking=yes"},
+		"node01": {Address: "node01", Port: 22, User: "admin", ProxyJump: "ops@jump.example:22", CommonArgs: "-J ops@jump.example:22"},
+		"node02": {Address: "node02", Port: 2022, User: "admin", ProxyJump: "ops@other:2200", CommonArgs: "-o 'ProxyJump ops@other:2200'"},
+		"spare":  {Address: "spare", Port: 2222, User: "admin"},
+	}
+	for host, want := range tests {
+		if diff := cmp.Diff(want, inv.Hosts[host].Conn); diff != "" {
+			t.Errorf("%s Conn (-want +got):\n%s", host, diff)
+		}
+	}
+}
+
+func TestProxyJumpForms(t *testing.T) {
+	tests := map[string]string{
+		"-o ProxyJump=a@b:1":                  "a@b:1",
+		"-oProxyJump=a@b":                     "a@b",
+		"-o ProxyJump a@b":                    "a@b",
+		`-o "ProxyJump=a@b" -o Foo=bar`:       "a@b",
+		"-J a@b:2":                            "a@b:2",
+		"-Ja@b":                               "a@b",
+		"-o StrictHostKeyChecking=no":         "",
+		"":                                    "",
+		"-o proxyjump=x -J y":                 "y",
+		"-o ProxyCommand='ssh -W %h:%p b' -v": "",
+	}
+	for args, want := range tests {
+		if got := proxyJump(args); got != want {
+			t.Errorf("proxyJump(%q) = %q, want %q", args, got, want)
+		}
+	}
+}
+
+// TestMatchesAnsibleInventory compares ListJSON with the real
+// ansible-inventory on the same files, precedence included.
+func TestMatchesAnsibleInventory(t *testing.T) {
+	bin, err := exec.LookPath("ansible-inventory")
+	if err != nil {
+		t.Fatalf("ansible-inventory is needed for this comparison: %v", err)
+	}
+	for _, path := range []string{"testdata/good/lab.yaml", "testdata/good/diamond.yaml"} {
+		compareWithAnsible(t, bin, path)
+	}
+}
+
+func compareWithAnsible(t *testing.T, bin, path string) {
+	t.Helper()
+	cmd := exec.Command(bin, "-i", path, "--list")
+	cmd.Env = append(os.Environ(), "ANSIBLE_NOCOLOR=1", "ANSIBLE_LOCALHOST_WARNING=0", "ANSIBLE_INVENTORY_UNPARSED_WARNING=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ansible-inventory: %v", err)
+	}
+	var want, got any
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := inv.ListJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s: ListJSON differs from ansible-inventory --list (-ansible +ours):\n%s", path, diff)
+	}
+}
+
+func TestListJSONNonFinite(t *testing.T) {
+	inv, err := load("/nonexistent/inv.yaml", []byte("all:\n  hosts:\n    h: {nan: .nan, inf: [.inf, -.inf]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := inv.ListJSON()
+	if err != nil {
+		t.Fatalf("ListJSON: %v", err)
+	}
+	for _, want := range []string{`"nan": "NaN"`, `"Infinity"`, `"-Infinity"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("ListJSON lacks %s:\n%s", want, b)
+		}
+	}
+}
+
+func TestSelect(t *testing.T) {
+	inv := loadGood(t)
+	tests := []struct {
+		pattern string
+		want    string
+	}{
+		{"all", "bastion nuc1 nuc2 omen omen2 node01 node02 node03 spare"},
+		{"*", "bastion nuc1 nuc2 omen omen2 node01 node02 node03 spare"},
+		{"omen", "omen"},
+		{"gpu", "nuc1 nuc2 omen omen2"},
+		{"ungrouped", "bastion"},
+		{"zone_b:zone_a", "nuc1 nuc2 omen2"},
+		{"zone_b,zone_a", "nuc1 nuc2 omen2"},
+		{"omen2,nuc1", "nuc1 omen2"},
+		{"gpu:!zone_b", "nuc1 omen"},
+		{"gpu:&zone_b", "nuc2 omen2"},
+		{"!zone_b:gpu", "nuc1 omen"},
+		{"&gpu:zone_b:zone_a", "nuc1 nuc2 omen2"},
+		{"zone_b:zone_a:&nuc:!nuc2", "nuc1"},
+		{"omen*", "omen omen2"},
+		{"node0?", "node01 node02 node03"},
+		{"node0[!3]", "node01 node02"},
+		{"rack[1]", "node02"},
+		{"om*:!omen2", "omen"},
+		{"~nuc\\d", "nuc1 nuc2"},
+		{"gpu[0]", "nuc1"},
+		{"gpu[-1]", "omen2"},
+		{"gpu[1:2]", "nuc2 omen"},
+		{"rack[2:]", "node03 spare"},
+		{" omen , nuc1 ", "nuc1 omen"},
+		{"nuc1:nuc1:nuc*", "nuc1 nuc2"},
+		{"!gpu", "bastion node01 node02 node03 spare"},
+	}
+	for _, tt := range tests {
+		hosts, err := inv.Select(tt.pattern)
+		if err != nil {
+			t.Errorf("Select(%q): %v", tt.pattern, err)
+			continue
+		}
+		var names []string
+		for _, h := range hosts {
+			names = append(names, h.Name)
+		}
+		if got := strings.Join(names, " "); got != tt.want {
+			t.Errorf("Select(%q) = %q, want %q", tt.pattern, got, tt.want)
+		}
+	}
+}
+
+func TestSelectNoMatch(t *testing.T) {
+	inv := loadGood(t)
+	for _, p := range []string{"nuc9", "gpu:&rack", "gpu:!gpu", "", "~(", "zz*"} {
+		_, err := inv.Select(p)
+		if err == nil {
+			t.Errorf("Select(%q): want error", p)
+			continue
+		}
+		if p != "" && p != "~(" && !strings.Contains(err.Error(), "no hosts matched pattern "+`"`+p+`"`) {
+			t.Errorf("Select(%q) error %q does not name the pattern", p, err)
+		}
+	}
+}
+
+func TestExpandHost(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+		port int
+	}{
+		{"n[1:3]", []string{"n1", "n2", "n3"}, 0},
+		{"n[01:03]x", []string{"n01x", "n02x", "n03x"}, 0},
+		{"[a:c]-[1:2]", []string{"a-1", "a-2", "b-1", "b-2", "c-1", "c-2"}, 0},
+		{"n[0:6:3]", []string{"n0", "n3", "n6"}, 0},
+		{"h:2200", []string{"h"}, 2200},
+		{"n[1:2]:2200", []string{"n1", "n2"}, 2200},
+	}
+	for _, tt := range tests {
+		got, port, err := expandHost(tt.in)
+		if err != nil {
+			t.Errorf("expandHost(%q): %v", tt.in, err)
+			continue
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" || port != tt.port {
+			t.Errorf("expandHost(%q) port %d want %d (-want +got):\n%s", tt.in, port, tt.port, diff)
+		}
+	}
+	for _, bad := range []string{"n[3:1]", "n[1:x]", "n[01:100]", "n[1:2", "h:x", "n[0:99999]"} {
+		if _, _, err := expandHost(bad); err == nil {
+			t.Errorf("expandHost(%q): want error", bad)
+		}
+	}
+}
+
+func TestBadCorpus(t *testing.T) {
+	tests := []struct {
+		file, pos, phrase string
+	}{
+		{"tab.yaml", "tab.yaml:3:1", "tab"},
+		{"hosts_list.yaml", "hosts_list.yaml:5:9", "not a list"},
+		{"unknown_key.yaml", "unknown_key.yaml:4:7", `unknown key "chidren" in group "gpu": only hosts, children and vars are allowed (did you mean children?)`},
+		{"cycle.yaml", "cycle.yaml:9:17", "group cycle: a -> b -> c -> a"},
+		{"bad_port.yaml", "bad_port.yaml:5:21", `ansible_port: port "twenty-two" is not a number`},
+		{"host_scalar.yaml", "host_scalar.yaml:3:11", `host "omen": vars must be a mapping`},
+		{"not_mapping.yaml", "not_mapping.yaml:1:1", "inventory must be a mapping of group names"},
+		{"bad_become.yaml", "bad_become.yaml:3:21", "ansible_become: expected a boolean"},
+		{"empty.yaml", "empty.yaml:1:1", "inventory is empty"},
+		{"toplevel_hosts.yaml", "toplevel_hosts.yaml:1:1", `top-level key "hosts" is a group keyword`},
+		{"group_scalar.yaml", "group_scalar.yaml:3:10", `group "gpu" must be a mapping`},
+		{"hostvars_port/inventory.yaml", "hostvars_port/host_vars/omen.yml:2:15", "ansible_port: port must be a number"},
+	}
+	for _, tt := range tests {
+		path := filepath.Join("testdata/bad", tt.file)
+		_, err := Load(path)
+		if err == nil {
+			t.Errorf("%s: want error", tt.file)
+			continue
+		}
+		var ie *Error
+		if !errors.As(err, &ie) {
+			t.Errorf("%s: error %q is not an *Error", tt.file, err)
+		}
+		msg := err.Error()
+		if want := filepath.Join("testdata/bad", tt.pos) + ": "; !strings.HasPrefix(msg, want) {
+			t.Errorf("%s: error %q does not start with %q", tt.file, msg, want)
+		}
+		if !strings.Contains(msg, tt.phrase) {
+			t.Errorf("%s: error %q does not contain %q", tt.file, msg, tt.phrase)
+		}
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load("testdata/does-not-exist.yaml")
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("want a wrapped not-exist error, got %v", err)
+	}
+}
+
+func TestAliasesAndMergeKeys(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "inv.yaml")
+	src := `all:
+  vars: &common {a: 1, b: 2}
+  children:
+    g:
+      vars:
+        <<: *common
+        b: 3
+      hosts: {h: *common}
+    self: &s
+      children: {loop: *s}
+`
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p)
+	if err == nil || !strings.Contains(err.Error(), "group cycle") {
+		t.Fatalf("want a cycle through the alias, got %v", err)
+	}
+	src = strings.Replace(src, "    self: &s\n      children: {loop: *s}\n", "", 1)
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inv.Groups["g"].Vars["b"]; got != 3 {
+		t.Errorf("merge key: b = %v, want 3", got)
+	}
+	if got := inv.Groups["g"].Vars["a"]; got != 1 {
+		t.Errorf("merge key: a = %v, want 1", got)
+	}
+}
+
+func FuzzLoad(f *testing.F) {
+	for _, p := range []string{"testdata/good/lab.yaml", "testdata/bad/cycle.yaml", "testdata/bad/hosts_list.yaml"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("a: &x {children: {b: *x}}"))
+	f.Add([]byte("all: {hosts: {'n[1:3]:22': }}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// No group_vars/ exists beside this path, so only data matters.
+		inv, err := load("/nonexistent/fuzz/inv.yaml", data)
+		if err != nil {
+			return
+		}
+		if _, err := inv.ListJSON(); err != nil {
+			t.Fatalf("ListJSON of a loaded inventory: %v", err)
+		}
+		_, _ = inv.Select(string(data))
+	})
+}

@@ -1,0 +1,383 @@
+package playbook
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"nodeconverge/engine/module"
+)
+
+var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+
+// args checks a task's module arguments as far as they can be checked
+// without variables: the shape, every key against the Args struct, template
+// syntax, and the types of values that hold no template. When nothing is
+// templated the whole Args is decoded and validated too, so a bad task fails
+// before any host is contacted.
+func (l *loader) args(t *Task, modKey, val *yaml.Node) (*yaml.Node, error) {
+	m, _ := module.Lookup(t.Module)
+	label := taskLabel(t)
+	v := deref(val)
+	if isNull(v) {
+		return nil, l.validateStatic(t, m, nil)
+	}
+	args := val
+	switch v.Kind {
+	case yaml.ScalarNode:
+		// The free-form style of Ansible's command module: the string
+		// is the command.
+		args = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: v.Line, Column: v.Column, Content: []*yaml.Node{
+			{Kind: yaml.ScalarNode, Tag: "!!str", Value: "cmd", Line: v.Line, Column: v.Column},
+			v,
+		}}
+		if _, ok := argFields(reflect.TypeOf(m.NewArgs()))["cmd"]; !ok {
+			return nil, nodeErr(l.file, val, "%s: %s: arguments must be a mapping of argument names to values, got %s", label, t.Module, kindName(v))
+		}
+	case yaml.MappingNode:
+	default:
+		return nil, nodeErr(l.file, val, "%s: %s: arguments must be a mapping of argument names to values, got %s", label, t.Module, kindName(v))
+	}
+	// Aliases can make a small document expand enormously; bound the
+	// expanded size once so every later walk is bounded too.
+	count := 0
+	if !withinSize(args, &count, 0) {
+		return nil, nodeErr(l.file, val, "%s: %s: arguments too large or too deeply nested (aliases expanded)", label, t.Module)
+	}
+	if err := l.checkTemplates(t, args, 0); err != nil {
+		return nil, err
+	}
+	if err := l.checkKeys(t, deref(args), reflect.TypeOf(m.NewArgs()), "", 0); err != nil {
+		return nil, err
+	}
+	a := deref(args)
+	templated := false
+	for i := 0; i+1 < len(a.Content); i += 2 {
+		if hasTemplate(a.Content[i+1], 0) {
+			templated = true
+			continue
+		}
+		one := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: a.Content[i : i+2]}
+		if err := decodeArgs(l.file, one, m.NewArgs()); err != nil {
+			return nil, prefixErr(err, fmt.Sprintf("%s: %s: argument %q: ", label, t.Module, deref(a.Content[i]).Value))
+		}
+	}
+	if !templated {
+		if err := l.validateStatic(t, m, args); err != nil {
+			return nil, err
+		}
+	}
+	return args, nil
+}
+
+func (l *loader) validateStatic(t *Task, m module.Module, args *yaml.Node) error {
+	a := m.NewArgs()
+	if args != nil {
+		if err := decodeArgs(l.file, args, a); err != nil {
+			return prefixErr(err, fmt.Sprintf("%s: %s: ", taskLabel(t), t.Module))
+		}
+	}
+	if err := a.Validate(); err != nil {
+		return &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: %s: %v", taskLabel(t), t.Module, err)}
+	}
+	return nil
+}
+
+func prefixErr(err error, prefix string) error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return &Error{Pos: pe.Pos, Msg: prefix + pe.Msg}
+	}
+	return fmt.Errorf("%s%w", prefix, err)
+}
+
+// looksLikeUnquotedTemplate spots `key: {{ x }}`, which YAML reads as a
+// mapping whose key is a mapping.
+func looksLikeUnquotedTemplate(v *yaml.Node) bool {
+	return v.Kind == yaml.MappingNode && v.Style&yaml.FlowStyle != 0 && len(v.Content) == 2 &&
+		v.Content[0].Kind == yaml.MappingNode && v.Content[0].Style&yaml.FlowStyle != 0
+}
+
+// field is one key an Args struct accepts, with the Go type it decodes
+// into so nested keys can be checked too.
+type field struct {
+	typ reflect.Type
+}
+
+// argFields lists the YAML keys a struct accepts, following yaml.v3's
+// rules: the tag's name, else the lowercased field name; "-" hides a field;
+// ",inline" lifts an embedded struct's keys. An inline map accepts any key,
+// reported as the key "*".
+func argFields(t reflect.Type) map[string]field {
+	out := map[string]field{}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		out["*"] = field{}
+		return out
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() && !f.Anonymous {
+			continue
+		}
+		tag := f.Tag.Get("yaml")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if strings.Contains(","+opts+",", ",inline,") {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Map {
+				out["*"] = field{}
+				continue
+			}
+			for k, v := range argFields(ft) {
+				out[k] = v
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = field{typ: f.Type}
+	}
+	return out
+}
+
+// checkKeys walks the arguments alongside the Go type they decode into and
+// rejects keys a struct does not have, at any depth. Types with their own
+// UnmarshalYAML are left to it.
+func (l *loader) checkKeys(t *Task, n *yaml.Node, typ reflect.Type, path string, depth int) error {
+	n = deref(n)
+	if n == nil || typ == nil || depth > 50 {
+		return nil
+	}
+	for typ.Kind() == reflect.Pointer {
+		if typ.Implements(unmarshalerType) {
+			return nil
+		}
+		typ = typ.Elem()
+	}
+	if typ.Implements(unmarshalerType) || reflect.PointerTo(typ).Implements(unmarshalerType) {
+		return nil
+	}
+	switch typ.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		fields := argFields(typ)
+		if _, open := fields["*"]; open {
+			return nil
+		}
+		var names []string
+		for k := range fields {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := deref(n.Content[i])
+			if k == nil || k.Kind != yaml.ScalarNode {
+				return nodeErr(l.file, n.Content[i], "%s: %s: argument names must be strings, got %s", taskLabel(t), t.Module, kindName(k))
+			}
+			if k.Value == "<<" {
+				continue
+			}
+			f, ok := fields[k.Value]
+			if !ok {
+				return nodeErr(l.file, k, "%s: %s: unknown argument %q%s", taskLabel(t), t.Module, path+k.Value, didYouMean(k.Value, names))
+			}
+			if err := l.checkKeys(t, n.Content[i+1], f.typ, path+k.Value+".", depth+1); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return nil
+		}
+		for i, it := range n.Content {
+			if err := l.checkKeys(t, it, typ.Elem(), fmt.Sprintf("%s[%d].", strings.TrimSuffix(path, "."), i), depth+1); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := deref(n.Content[i])
+			name := ""
+			if k != nil {
+				name = k.Value
+			}
+			if err := l.checkKeys(t, n.Content[i+1], typ.Elem(), path+name+".", depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkTemplates parses every template in the arguments so syntax errors
+// surface at load time, not on the first host.
+func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int) error {
+	n = deref(n)
+	if n == nil || depth > 100 {
+		return nil
+	}
+	if looksLikeUnquotedTemplate(n) {
+		return nodeErr(l.file, n, "%s: %s: a value starting with {{ must be quoted, as in \"{{ name }}\"", taskLabel(t), t.Module)
+	}
+	if n.Kind == yaml.ScalarNode {
+		if _, err := parseTemplate(n.Value); err != nil {
+			return nodeErr(l.file, n, "%s: %s: %v", taskLabel(t), t.Module, err)
+		}
+		return nil
+	}
+	for _, c := range n.Content {
+		if err := l.checkTemplates(t, c, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func withinSize(n *yaml.Node, count *int, depth int) bool {
+	n = deref(n)
+	*count++
+	if n == nil || *count > maxNodes || depth > 100 {
+		return n == nil && *count <= maxNodes
+	}
+	for _, c := range n.Content {
+		if !withinSize(c, count, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasTemplate(n *yaml.Node, depth int) bool {
+	n = deref(n)
+	if n == nil || depth > 100 {
+		return false
+	}
+	if n.Kind == yaml.ScalarNode {
+		return strings.Contains(n.Value, "{{")
+	}
+	for _, c := range n.Content {
+		if hasTemplate(c, depth+1) {
+			return true
+		}
+	}
+	return false
+}
+
+var typeErrLineRe = regexp.MustCompile(`^line (\d+): (.*)$`)
+var unmarshalRe = regexp.MustCompile("^cannot unmarshal (!!\\w+)(?: `(.*)`)? into (.+)$")
+
+// decodeArgs decodes n into a module's Args and rewords yaml.v3's errors,
+// which carry only a line, to name file:line:col of the offending node. A
+// panic in a module's own UnmarshalYAML becomes an error too.
+func decodeArgs(file string, n *yaml.Node, into module.Args) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = nodeErr(file, n, "decoding arguments failed: %v", r)
+		}
+	}()
+	derr := n.Decode(into)
+	if derr == nil {
+		return nil
+	}
+	var te *yaml.TypeError
+	if !errors.As(derr, &te) || len(te.Errors) == 0 {
+		return nodeErr(file, valueNode(n), "%v", derr)
+	}
+	msg := te.Errors[0]
+	at := valueNode(n)
+	if m := typeErrLineRe.FindStringSubmatch(msg); m != nil {
+		msg = m[2]
+		if line, convErr := strconv.Atoi(m[1]); convErr == nil {
+			if found := findLine(n, line, 0); found != nil {
+				at = found
+			}
+		}
+	}
+	if m := unmarshalRe.FindStringSubmatch(msg); m != nil {
+		msg = fmt.Sprintf("wrong type: cannot use %s as %s", describeTag(m[1], m[2]), m[3])
+	}
+	return nodeErr(file, at, "%s", msg)
+}
+
+// valueNode is the value of a one-pair mapping, the node a single
+// argument's error belongs to.
+func valueNode(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.MappingNode && len(n.Content) == 2 {
+		return n.Content[1]
+	}
+	return n
+}
+
+// findLine finds the first value node on a line, preferring values over
+// keys since type errors are about values.
+func findLine(n *yaml.Node, line, depth int) *yaml.Node {
+	if n == nil || depth > 100 {
+		return nil
+	}
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i+1].Line == line {
+				return n.Content[i+1]
+			}
+			if f := findLine(n.Content[i+1], line, depth+1); f != nil {
+				return f
+			}
+		}
+		return nil
+	}
+	if n.Line == line && n.Kind != yaml.DocumentNode {
+		return n
+	}
+	for _, c := range n.Content {
+		if f := findLine(c, line, depth+1); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+func describeTag(tag, val string) string {
+	switch tag {
+	case "!!seq":
+		return "a list"
+	case "!!map":
+		return "a mapping"
+	case "!!str":
+		return fmt.Sprintf("the string %q", val)
+	case "!!int":
+		return "the number " + val
+	case "!!float":
+		return "the number " + val
+	case "!!bool":
+		return "the boolean " + val
+	case "!!null":
+		return "null"
+	}
+	if val != "" {
+		return tag + " " + val
+	}
+	return tag
+}

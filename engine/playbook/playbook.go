@@ -1,0 +1,521 @@
+// Package playbook loads Ansible-style playbooks into typed, validated plays.
+//
+// Everything that can be checked before touching a node is checked at Load:
+// play and task keys, module names against the module registry, every
+// argument key against the module's Args struct, the types of arguments that
+// hold no template, and that every notify names a handler. Arguments with
+// templates are checked again per host by Task.Render. Every error names
+// file:line:col, and no input makes the loader panic.
+package playbook
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"nodeconverge/engine/module"
+)
+
+// Serial is a play's batch size: a count or a percentage of the play's
+// hosts. At most one is set; the zero value means all hosts in one batch.
+type Serial struct {
+	Count   int
+	Percent float64
+}
+
+// Task is one task or handler: one module with its arguments.
+type Task struct {
+	Name   string
+	Module string // the registered module name, FQCN prefix stripped
+	// Args is the module's argument mapping as written, nil when the task
+	// gives none. Render substitutes variables and decodes it.
+	Args    *yaml.Node
+	Notify  []string
+	Tags    []string
+	Pos     Pos
+	Handler bool
+}
+
+// Play is one play of a playbook.
+type Play struct {
+	Name              string
+	Hosts             string // an inventory pattern
+	Vars              map[string]any
+	Become            *bool // nil: as the inventory says
+	Serial            Serial
+	MaxFailPercentage *float64 // nil: no limit other than all hosts failing
+	Tasks             []*Task
+	Handlers          []*Task
+	Pos               Pos
+	File              string
+}
+
+var playKeys = []string{"become", "gather_facts", "handlers", "hosts", "max_fail_percentage", "name", "serial", "tasks", "vars"}
+
+var taskKeys = []string{"name", "notify", "tags"}
+
+// fqcnPrefix is accepted in front of module names so playbooks written for
+// Ansible ("ansible.builtin.copy") load unchanged.
+const fqcnPrefix = "ansible.builtin."
+
+type loader struct {
+	file string
+	// notifyAt remembers where each notify entry was written so an
+	// unknown handler is reported there.
+	notifyAt map[*Task][]*yaml.Node
+}
+
+// Load reads and validates a playbook.
+func Load(path string) ([]*Play, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read playbook %s: %w", path, err)
+	}
+	return load(path, data)
+}
+
+// load parses playbook text that was read from path.
+func load(path string, data []byte) ([]*Play, error) {
+	doc, err := parseYAML(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if len(doc.Content) == 0 {
+		return nil, &Error{Pos: Pos{File: path, Line: 1, Col: 1}, Msg: "playbook is empty: expected a list of plays"}
+	}
+	root := deref(doc.Content[0])
+	if root == nil || root.Kind != yaml.SequenceNode {
+		return nil, nodeErr(path, doc.Content[0], "a playbook must be a list of plays (each starting with `- hosts: …`), got %s", kindName(root))
+	}
+	l := &loader{file: path, notifyAt: map[*Task][]*yaml.Node{}}
+	var plays []*Play
+	for _, item := range root.Content {
+		p, err := l.play(item)
+		if err != nil {
+			return nil, err
+		}
+		plays = append(plays, p)
+	}
+	if len(plays) == 0 {
+		return nil, nodeErr(path, root, "playbook has no plays")
+	}
+	return plays, nil
+}
+
+func (l *loader) play(n *yaml.Node) (*Play, error) {
+	v := deref(n)
+	if v == nil || v.Kind != yaml.MappingNode {
+		return nil, nodeErr(l.file, n, "a play must be a mapping with hosts and tasks, got %s", kindName(v))
+	}
+	p := &Play{Pos: posOf(l.file, v), File: l.file, Vars: map[string]any{}}
+	seen := map[string]bool{}
+	var hostsSeen bool
+	var tasksNode, handlersNode *yaml.Node
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, val := v.Content[i], v.Content[i+1]
+		key, err := l.key(k, seen)
+		if err != nil {
+			return nil, err
+		}
+		switch key {
+		case "name":
+			if p.Name, err = l.str(val, "play name"); err != nil {
+				return nil, err
+			}
+		case "hosts":
+			if p.Hosts, err = l.hosts(val); err != nil {
+				return nil, err
+			}
+			hostsSeen = true
+		case "vars":
+			if p.Vars, err = l.vars(val); err != nil {
+				return nil, err
+			}
+		case "become":
+			b, err := l.boolean(val, "become")
+			if err != nil {
+				return nil, err
+			}
+			p.Become = &b
+		case "gather_facts":
+			b, err := l.boolean(val, "gather_facts")
+			if err != nil {
+				return nil, err
+			}
+			if b {
+				return nil, nodeErr(l.file, val, "gather_facts: nodeconverge does not gather facts (modules read what they need from the node); set gather_facts: false or remove the key")
+			}
+		case "serial":
+			if p.Serial, err = l.serial(val); err != nil {
+				return nil, err
+			}
+		case "max_fail_percentage":
+			f, err := l.percentage(val)
+			if err != nil {
+				return nil, err
+			}
+			p.MaxFailPercentage = &f
+		case "tasks":
+			tasksNode = val
+		case "handlers":
+			handlersNode = val
+		default:
+			return nil, nodeErr(l.file, k, "unknown play key %q%s", key, didYouMean(key, playKeys))
+		}
+	}
+	if !hostsSeen {
+		return nil, nodeErr(l.file, v, "play %q has no hosts: add `hosts: <pattern>`", p.Name)
+	}
+	var err error
+	if p.Handlers, err = l.tasks(handlersNode, true); err != nil {
+		return nil, err
+	}
+	if p.Tasks, err = l.tasks(tasksNode, false); err != nil {
+		return nil, err
+	}
+	handlers := map[string]bool{}
+	var handlerNames []string
+	for _, h := range p.Handlers {
+		if !handlers[h.Name] {
+			handlerNames = append(handlerNames, h.Name)
+		}
+		handlers[h.Name] = true
+	}
+	for _, t := range append(append([]*Task{}, p.Tasks...), p.Handlers...) {
+		for i, name := range t.Notify {
+			if handlers[name] {
+				continue
+			}
+			hint := fmt.Sprintf(" (this play defines: %s)", strings.Join(quoteAll(handlerNames), ", "))
+			if len(handlerNames) == 0 {
+				hint = " (this play has no handlers)"
+			}
+			if s := suggest(name, handlerNames); s != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return nil, nodeErr(l.file, l.notifyAt[t][i], "notify: no handler named %q%s", name, hint)
+		}
+	}
+	return p, nil
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
+}
+
+func (l *loader) key(k *yaml.Node, seen map[string]bool) (string, error) {
+	k = deref(k)
+	if k == nil || k.Kind != yaml.ScalarNode {
+		return "", nodeErr(l.file, k, "key must be a string, got %s", kindName(k))
+	}
+	if seen[k.Value] {
+		return "", nodeErr(l.file, k, "duplicate key %q", k.Value)
+	}
+	seen[k.Value] = true
+	return k.Value, nil
+}
+
+func (l *loader) str(n *yaml.Node, what string) (string, error) {
+	v := deref(n)
+	if isNull(v) {
+		return "", nil
+	}
+	if v.Kind != yaml.ScalarNode {
+		return "", nodeErr(l.file, n, "%s must be a string, got %s", what, kindName(v))
+	}
+	return v.Value, nil
+}
+
+func (l *loader) hosts(n *yaml.Node) (string, error) {
+	v := deref(n)
+	var parts []string
+	switch {
+	case v != nil && v.Kind == yaml.ScalarNode && !isNull(v):
+		parts = []string{v.Value}
+	case v != nil && v.Kind == yaml.SequenceNode:
+		// Ansible accepts a list of patterns and joins it.
+		for _, it := range v.Content {
+			s := deref(it)
+			if s == nil || s.Kind != yaml.ScalarNode || isNull(s) {
+				return "", nodeErr(l.file, it, "hosts: each list item must be a pattern string, got %s", kindName(s))
+			}
+			parts = append(parts, s.Value)
+		}
+	default:
+		return "", nodeErr(l.file, n, "hosts must be a host pattern such as \"gpu\" or \"gpu:!omen2\", got %s", kindName(v))
+	}
+	s := strings.TrimSpace(strings.Join(parts, ","))
+	if s == "" {
+		return "", nodeErr(l.file, n, "hosts must not be empty")
+	}
+	return s, nil
+}
+
+func (l *loader) vars(n *yaml.Node) (map[string]any, error) {
+	v := deref(n)
+	if isNull(v) {
+		return map[string]any{}, nil
+	}
+	if v.Kind != yaml.MappingNode {
+		return nil, nodeErr(l.file, n, "vars must be a mapping of names to values, got %s", kindName(v))
+	}
+	for i := 0; i < len(v.Content); i += 2 {
+		k := deref(v.Content[i])
+		if k == nil || k.Kind != yaml.ScalarNode || !varNameRe.MatchString(k.Value) && k.Value != "<<" {
+			return nil, nodeErr(l.file, v.Content[i], "variable name must be a word of letters, digits and _, got %s", kindName(k))
+		}
+	}
+	x, err := decodeValue(l.file, v)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := x.(map[string]any)
+	if !ok {
+		return nil, nodeErr(l.file, n, "vars must be a mapping of names to values")
+	}
+	return m, nil
+}
+
+func (l *loader) boolean(n *yaml.Node, what string) (bool, error) {
+	v := deref(n)
+	if v != nil && v.Kind == yaml.ScalarNode {
+		switch strings.ToLower(v.Value) {
+		case "true", "yes", "on":
+			return true, nil
+		case "false", "no", "off":
+			return false, nil
+		}
+	}
+	return false, nodeErr(l.file, n, "%s must be true or false, got %s", what, kindName(v))
+}
+
+func (l *loader) serial(n *yaml.Node) (Serial, error) {
+	v := deref(n)
+	if v != nil && v.Kind == yaml.SequenceNode {
+		return Serial{}, nodeErr(l.file, n, "serial: a list of batch sizes is not supported; give one number (3) or percentage (\"30%%\")")
+	}
+	if v == nil || v.Kind != yaml.ScalarNode || isNull(v) {
+		return Serial{}, nodeErr(l.file, n, "serial must be a number of hosts (3) or a percentage (\"30%%\"), got %s", kindName(v))
+	}
+	s := strings.TrimSpace(v.Value)
+	if strings.HasSuffix(s, "%") {
+		f, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(s, "%")), 64)
+		if err != nil || f <= 0 || f > 100 || f != f {
+			return Serial{}, nodeErr(l.file, n, "serial: %q is not a percentage between 0%% and 100%%", s)
+		}
+		return Serial{Percent: f}, nil
+	}
+	c, err := strconv.Atoi(s)
+	if err != nil {
+		return Serial{}, nodeErr(l.file, n, "serial: %q is not a number of hosts (3) or a percentage (\"30%%\")", s)
+	}
+	if c < 0 {
+		return Serial{}, nodeErr(l.file, n, "serial: %d must not be negative", c)
+	}
+	return Serial{Count: c}, nil
+}
+
+func (l *loader) percentage(n *yaml.Node) (float64, error) {
+	v := deref(n)
+	if v == nil || v.Kind != yaml.ScalarNode || isNull(v) {
+		return 0, nodeErr(l.file, n, "max_fail_percentage must be a number from 0 to 100, got %s", kindName(v))
+	}
+	s := strings.TrimSuffix(strings.TrimSpace(v.Value), "%")
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f != f {
+		return 0, nodeErr(l.file, n, "max_fail_percentage: %q is not a number from 0 to 100", v.Value)
+	}
+	if f < 0 || f > 100 {
+		return 0, nodeErr(l.file, n, "max_fail_percentage: %v is not between 0 and 100", f)
+	}
+	return f, nil
+}
+
+func (l *loader) tasks(n *yaml.Node, handler bool) ([]*Task, error) {
+	what := "tasks"
+	if handler {
+		what = "handlers"
+	}
+	v := deref(n)
+	if isNull(v) {
+		return nil, nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		return nil, nodeErr(l.file, n, "%s must be a list, got %s", what, kindName(v))
+	}
+	var out []*Task
+	for _, item := range v.Content {
+		t, err := l.task(item, handler)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func (l *loader) task(n *yaml.Node, handler bool) (*Task, error) {
+	v := deref(n)
+	if v == nil || v.Kind != yaml.MappingNode {
+		return nil, nodeErr(l.file, n, "a task must be a mapping with a name and one module, got %s", kindName(v))
+	}
+	t := &Task{Pos: posOf(l.file, v), Handler: handler}
+	seen := map[string]bool{}
+	var modKey, modVal *yaml.Node
+	var err error
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, val := v.Content[i], v.Content[i+1]
+		key, err := l.key(k, seen)
+		if err != nil {
+			return nil, err
+		}
+		switch key {
+		case "name":
+			if t.Name, err = l.str(val, "task name"); err != nil {
+				return nil, err
+			}
+			continue
+		case "notify":
+			if t.Notify, l.notifyAt[t], err = l.stringList(val, "notify", false); err != nil {
+				return nil, err
+			}
+			continue
+		case "tags":
+			if t.Tags, _, err = l.stringList(val, "tags", true); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		name := key
+		if strings.HasPrefix(name, fqcnPrefix) {
+			if _, ok := module.Lookup(strings.TrimPrefix(name, fqcnPrefix)); ok {
+				name = strings.TrimPrefix(name, fqcnPrefix)
+			}
+		}
+		if _, ok := module.Lookup(name); !ok {
+			return nil, l.unknownTaskKey(k, key, modKey != nil)
+		}
+		if modKey != nil {
+			return nil, nodeErr(l.file, k, "%s has two modules, %q and %q: a task runs exactly one module; split it into two tasks", taskLabel(t), t.Module, name)
+		}
+		modKey, modVal, t.Module = k, val, name
+	}
+	label := taskLabel(t)
+	if modKey == nil {
+		return nil, nodeErr(l.file, v, "%s has no module: add one of %s", label, strings.Join(module.Names(), ", "))
+	}
+	if handler && t.Name == "" {
+		return nil, nodeErr(l.file, v, "handler needs a name: notify finds handlers by name")
+	}
+	if t.Args, err = l.args(t, modKey, modVal); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// unknownTaskKey words the error by what the key most likely was meant to
+// be: a module name or one of the task keywords.
+func (l *loader) unknownTaskKey(k *yaml.Node, key string, haveModule bool) error {
+	names := module.Names()
+	s := suggest(key, append(append([]string{}, taskKeys...), names...))
+	isModule := func(x string) bool {
+		i := sort.SearchStrings(names, x)
+		return i < len(names) && names[i] == x
+	}
+	what := "unknown module"
+	if (s != "" && !isModule(s)) || (s == "" && haveModule) {
+		what = "unknown task key"
+	}
+	hint := ""
+	if s != "" {
+		hint = fmt.Sprintf(" (did you mean %s?)", s)
+	} else if what == "unknown module" {
+		hint = fmt.Sprintf(" (known modules: %s)", strings.Join(names, ", "))
+	}
+	return nodeErr(l.file, k, "%s %q%s", what, key, hint)
+}
+
+func taskLabel(t *Task) string {
+	kind := "task"
+	if t.Handler {
+		kind = "handler"
+	}
+	if t.Name != "" {
+		return fmt.Sprintf("%s %q", kind, t.Name)
+	}
+	if t.Module != "" {
+		return fmt.Sprintf("%s (%s)", kind, t.Module)
+	}
+	return kind
+}
+
+// stringList reads a string or a list of strings; for tags a string may
+// hold several, separated by commas, as in Ansible.
+func (l *loader) stringList(n *yaml.Node, what string, splitComma bool) ([]string, []*yaml.Node, error) {
+	v := deref(n)
+	if isNull(v) {
+		return nil, nil, nil
+	}
+	var items []*yaml.Node
+	switch v.Kind {
+	case yaml.ScalarNode:
+		items = []*yaml.Node{v}
+	case yaml.SequenceNode:
+		items = v.Content
+	default:
+		return nil, nil, nodeErr(l.file, n, "%s must be a string or a list of strings, got %s", what, kindName(v))
+	}
+	var out []string
+	var at []*yaml.Node
+	for _, it := range items {
+		s := deref(it)
+		if s == nil || s.Kind != yaml.ScalarNode || isNull(s) {
+			return nil, nil, nodeErr(l.file, it, "%s: each item must be a string, got %s", what, kindName(s))
+		}
+		vals := []string{s.Value}
+		if splitComma {
+			vals = strings.Split(s.Value, ",")
+		}
+		for _, x := range vals {
+			if x = strings.TrimSpace(x); x != "" {
+				out = append(out, x)
+				at = append(at, it)
+			}
+		}
+	}
+	return out, at, nil
+}
+
+// Batches splits host indexes 0..n-1 into the play's serial batches. A
+// percentage rounds down but is at least one host, as in Ansible.
+func (p *Play) Batches(n int) [][]int {
+	if n <= 0 {
+		return nil
+	}
+	size := n
+	switch {
+	case p.Serial.Count > 0:
+		size = p.Serial.Count
+	case p.Serial.Percent > 0:
+		size = int(p.Serial.Percent / 100 * float64(n))
+	}
+	size = max(size, 1)
+	var out [][]int
+	for start := 0; start < n; start += size {
+		end := min(start+size, n)
+		b := make([]int, 0, end-start)
+		for i := start; i < end; i++ {
+			b = append(b, i)
+		}
+		out = append(out, b)
+	}
+	return out
+}

@@ -1,0 +1,434 @@
+package playbook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/transport"
+)
+
+// The real modules live in modules/ and are not imported here; these small
+// ones exercise the loader through the real registry under test-only names.
+
+type ownership struct {
+	Owner string `yaml:"owner,omitempty"`
+}
+
+type line struct {
+	Key   string `yaml:"key"`
+	Value string `yaml:"value"`
+}
+
+type copyArgs struct {
+	Dest      string   `yaml:"dest"`
+	Content   string   `yaml:"content,omitempty"`
+	Mode      string   `yaml:"mode,omitempty"`
+	Port      int      `yaml:"port,omitempty"`
+	Files     []string `yaml:"files,omitempty"`
+	Lines     []line   `yaml:"lines,omitempty"`
+	Backup    bool     `yaml:"backup"`
+	ownership `yaml:",inline"`
+}
+
+func (a *copyArgs) Validate() error {
+	if !strings.HasPrefix(a.Dest, "/") {
+		return fmt.Errorf("dest %q must be an absolute path", a.Dest)
+	}
+	return nil
+}
+
+type commandArgs struct {
+	Cmd     string   `yaml:"cmd"`
+	Argv    []string `yaml:"argv"`
+	Creates string   `yaml:"creates"`
+}
+
+func (a *commandArgs) Validate() error {
+	if (a.Cmd == "") == (len(a.Argv) == 0) {
+		return errors.New("give exactly one of cmd or argv")
+	}
+	return nil
+}
+
+type noopArgs struct{}
+
+func (noopArgs) Validate() error { return nil }
+
+type fake struct{ newArgs func() module.Args }
+
+func (f fake) NewArgs() module.Args { return f.newArgs() }
+func (fake) Check(context.Context, transport.Reader, module.Args) (*module.Plan, error) {
+	return &module.Plan{}, nil
+}
+func (fake) Apply(context.Context, transport.Writer, *module.Plan) (*module.Result, error) {
+	return &module.Result{}, nil
+}
+
+func init() {
+	module.Register("copy_t", fake{func() module.Args { return &copyArgs{Mode: "0644", Backup: true} }})
+	module.Register("command_t", fake{func() module.Args { return &commandArgs{} }})
+	module.Register("noop_t", fake{func() module.Args { return noopArgs{} }})
+}
+
+func loadGood(t *testing.T) []*Play {
+	t.Helper()
+	plays, err := Load("testdata/good/site.yaml")
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return plays
+}
+
+func TestLoadGood(t *testing.T) {
+	plays := loadGood(t)
+	if len(plays) != 2 {
+		t.Fatalf("got %d plays, want 2", len(plays))
+	}
+	p := plays[0]
+	if p.Name != "containerd for GPU nodes" || p.Hosts != "gpu:!omen2" {
+		t.Errorf("name/hosts = %q/%q", p.Name, p.Hosts)
+	}
+	if p.Become == nil || !*p.Become {
+		t.Errorf("become = %v, want true", p.Become)
+	}
+	if p.Serial != (Serial{Percent: 30}) {
+		t.Errorf("serial = %+v", p.Serial)
+	}
+	if p.MaxFailPercentage == nil || *p.MaxFailPercentage != 25 {
+		t.Errorf("max_fail_percentage = %v", p.MaxFailPercentage)
+	}
+	if want := (Pos{File: "testdata/good/site.yaml", Line: 2, Col: 3}); p.Pos != want {
+		t.Errorf("play pos = %v, want %v", p.Pos, want)
+	}
+	var got []string
+	for _, task := range p.Tasks {
+		got = append(got, fmt.Sprintf("%s|%s|%v|%v|%s|%v", task.Name, task.Module, task.Notify, task.Tags, task.Pos, task.Args != nil))
+	}
+	want := []string{
+		"nvidia drop-in|copy_t|[restart containerd]|[containerd gpu]|testdata/good/site.yaml:16:7|true",
+		"free-form command|command_t|[]|[check]|testdata/good/site.yaml:30:7|true",
+		"no arguments|noop_t|[]|[]|testdata/good/site.yaml:33:7|false",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tasks (-want +got):\n%s", diff)
+	}
+	if len(p.Handlers) != 2 || !p.Handlers[0].Handler || p.Handlers[1].Name != "check cri" {
+		t.Errorf("handlers = %+v", p.Handlers)
+	}
+	if plays[1].Hosts != "nuc1,omen" || plays[1].Serial != (Serial{Count: 2}) || plays[1].Become != nil {
+		t.Errorf("second play = %+v", plays[1])
+	}
+}
+
+func TestRender(t *testing.T) {
+	p := loadGood(t)[0]
+	vars := MergeVars(map[string]any{"port": 22, "inventory_hostname": "omen"}, p.Vars, map[string]any{"drop_in_dir": "/srv/conf.d"})
+	a, err := p.Tasks[0].Render(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &copyArgs{
+		Dest:      "/srv/conf.d/99-nvidia.toml",
+		Content:   "BinaryName = \"/usr/local/nvidia/toolkit/nvidia-container-runtime\"\n",
+		Mode:      "0644",
+		Port:      8080,
+		Files:     []string{"a", "b"},
+		Lines:     []line{{Key: "runtime", Value: "nvidia"}},
+		Backup:    true,
+		ownership: ownership{Owner: "root"},
+	}
+	if diff := cmp.Diff(want, a, cmp.AllowUnexported(copyArgs{})); diff != "" {
+		t.Errorf("Render (-want +got):\n%s", diff)
+	}
+	// Render must leave the task as loaded: hosts render it concurrently.
+	if got := p.Tasks[0].Args.Content[1].Value; got != "{{ drop_in_dir }}/99-nvidia.toml" {
+		t.Errorf("task args changed by Render: %q", got)
+	}
+	c, err := p.Tasks[1].Render(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&commandArgs{Cmd: "containerd config dump"}, c); diff != "" {
+		t.Errorf("free-form command (-want +got):\n%s", diff)
+	}
+	if _, err := p.Tasks[2].Render(vars); err != nil {
+		t.Errorf("task without args: %v", err)
+	}
+}
+
+func TestRenderTypes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pb.yaml")
+	src := `- hosts: all
+  tasks:
+    - name: t
+      copy_t:
+        dest: "/x/{{ n }}-{{ b }}-{{ list }}"
+        port: "{{ a }}{{ n }}"
+        mode: "{{ n }}"
+        content: "{{ empty }}"
+`
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plays, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := plays[0].Tasks[0].Render(map[string]any{"n": 7, "b": true, "list": []any{"x", 1}, "a": "8", "empty": ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &copyArgs{Dest: `/x/7-true-["x",1]`, Port: 87, Mode: "7", Backup: true}
+	if diff := cmp.Diff(want, a, cmp.AllowUnexported(copyArgs{})); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestRenderErrors(t *testing.T) {
+	p := loadGood(t)[0]
+	base := p.Vars
+	tests := []struct {
+		name  string
+		task  int
+		vars  map[string]any
+		want  string
+		isErr bool
+	}{
+		{"undefined", 0, MergeVars(base, map[string]any{"drop_in_dir": nil}), "", false},
+		{"undefined with suggestion", 0, withoutKey(MergeVars(base, map[string]any{"drop_in_dr": "/x"}), "drop_in_dir"),
+			`testdata/good/site.yaml:18:15: undefined variable "drop_in_dir" (did you mean "drop_in_dr"?)`, true},
+		{"missing nested key", 0, MergeVars(base, map[string]any{"runtime": map[string]any{"name": "x", "bin": "y"}}),
+			`testdata/good/site.yaml:19:18: undefined variable "runtime.binary": runtime has no key "binary"`, true},
+		{"wrong type after substitution", 0, MergeVars(base, map[string]any{"port": "http"}),
+			`testdata/good/site.yaml:22:15: task "nvidia drop-in": copy_t: wrong type: cannot use the string "http" as int`, true},
+		{"validate", 0, MergeVars(base, map[string]any{"drop_in_dir": "relative"}),
+			`testdata/good/site.yaml:16:7: task "nvidia drop-in": copy_t: dest "relative/99-nvidia.toml" must be an absolute path`, true},
+	}
+	for _, tt := range tests {
+		_, err := p.Tasks[tt.task].Render(tt.vars)
+		if !tt.isErr {
+			if err != nil {
+				t.Errorf("%s: %v", tt.name, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s: want error %q", tt.name, tt.want)
+			continue
+		}
+		var pe *Error
+		if !errors.As(err, &pe) {
+			t.Errorf("%s: %T is not *Error", tt.name, err)
+		}
+		if !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%s:\n got  %q\n want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func withoutKey(m map[string]any, k string) map[string]any {
+	delete(m, k)
+	return m
+}
+
+func TestBadCorpus(t *testing.T) {
+	tests := []struct {
+		file, pos, phrase string
+	}{
+		{"tab.yaml", "3:1", "tab"},
+		{"not_list.yaml", "1:1", "a playbook must be a list of plays"},
+		{"unknown_play_key.yaml", "2:3", `unknown play key "hostss" (did you mean hosts?)`},
+		{"two_modules.yaml", "6:7", `task "both" has two modules, "copy_t" and "command_t"`},
+		{"no_module.yaml", "3:7", `task "nothing to run" has no module: add one of command_t, copy_t, noop_t`},
+		{"unknown_module.yaml", "4:7", `unknown module "coppy" (did you mean copy_t?)`},
+		{"unknown_arg.yaml", "5:9", `task "write": copy_t: unknown argument "dset" (did you mean dest?)`},
+		{"wrong_type.yaml", "6:15", `task "write": copy_t: argument "mode": wrong type: cannot use a list as string`},
+		{"notify_unknown.yaml", "8:11", `notify: no handler named "restart containrd" (did you mean "restart containerd"?)`},
+		{"serial_abc.yaml", "2:11", `serial: "abc" is not a number of hosts`},
+		{"max_fail_x.yaml", "2:24", `max_fail_percentage: "x" is not a number`},
+		{"gather_facts.yaml", "2:17", "nodeconverge does not gather facts"},
+		{"unknown_task_key.yaml", "6:7", `unknown task key "notfy" (did you mean notify?)`},
+		{"template_filter.yaml", "5:15", "unsupported template expression {{ path | default('/tmp/x') }}"},
+		{"unquoted_template.yaml", "6:16", "must be quoted"},
+		{"validate_static.yaml", "3:7", `copy_t: dest "tmp/x" must be an absolute path`},
+		{"nested_unknown.yaml", "8:13", `unknown argument "lines[0].vlaue" (did you mean value?)`},
+		{"handler_no_name.yaml", "4:7", "handler needs a name"},
+		{"no_hosts.yaml", "1:3", `play "forgot hosts" has no hosts`},
+		{"serial_list.yaml", "2:11", "a list of batch sizes is not supported"},
+		{"play_scalar.yaml", "2:3", "a play must be a mapping"},
+	}
+	for _, tt := range tests {
+		path := filepath.Join("testdata/bad", tt.file)
+		_, err := Load(path)
+		if err == nil {
+			t.Errorf("%s: want error", tt.file)
+			continue
+		}
+		var pe *Error
+		if !errors.As(err, &pe) {
+			t.Errorf("%s: %T is not *Error: %v", tt.file, err, err)
+		}
+		if want := path + ":" + tt.pos + ": "; !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: error %q does not start with %q", tt.file, err, want)
+		}
+		if !strings.Contains(err.Error(), tt.phrase) {
+			t.Errorf("%s: error %q does not contain %q", tt.file, err, tt.phrase)
+		}
+	}
+}
+
+func TestAliasBlowupRefused(t *testing.T) {
+	src := "- hosts: all\n  tasks:\n    - copy_t:\n        dest: /x\n        files: &a0 [\"{{ x }}\", x, x, x, x, x, x, x, x, x]\n"
+	for i := 1; i <= 8; i++ {
+		src += fmt.Sprintf("        f%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	_, err := load("blowup.yaml", []byte(src))
+	if err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("want a size error, got %v", err)
+	}
+}
+
+func TestRenderConcurrent(t *testing.T) {
+	task := loadGood(t)[0].Tasks[0]
+	vars := loadGood(t)[0].Vars
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func(i int) {
+			a, err := task.Render(MergeVars(vars, map[string]any{"port": i}))
+			if err == nil && a.(*copyArgs).Port != i {
+				err = fmt.Errorf("host %d got port %d", i, a.(*copyArgs).Port)
+			}
+			errs <- err
+		}(i)
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestBatches(t *testing.T) {
+	tests := []struct {
+		serial Serial
+		n      int
+		want   [][]int
+	}{
+		{Serial{}, 3, [][]int{{0, 1, 2}}},
+		{Serial{Count: 2}, 5, [][]int{{0, 1}, {2, 3}, {4}}},
+		{Serial{Count: 9}, 2, [][]int{{0, 1}}},
+		{Serial{Percent: 30}, 10, [][]int{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {9}}},
+		{Serial{Percent: 30}, 4, [][]int{{0}, {1}, {2}, {3}}}, // 1.2 rounds down to 1
+		{Serial{Percent: 10}, 3, [][]int{{0}, {1}, {2}}},      // 0.3 becomes at least 1
+		{Serial{Percent: 50}, 5, [][]int{{0, 1}, {2, 3}, {4}}},
+		{Serial{Count: 1}, 0, nil},
+	}
+	for _, tt := range tests {
+		p := &Play{Serial: tt.serial}
+		if diff := cmp.Diff(tt.want, p.Batches(tt.n)); diff != "" {
+			t.Errorf("%+v n=%d (-want +got):\n%s", tt.serial, tt.n, diff)
+		}
+	}
+}
+
+func TestMergeVars(t *testing.T) {
+	host := map[string]any{"a": "host", "b": "host", "m": map[string]any{"x": 1}}
+	play := map[string]any{"b": "play", "m": map[string]any{"y": 2}}
+	got := MergeVars(host, nil, play, map[string]any{"c": "extra"})
+	want := map[string]any{"a": "host", "b": "play", "m": map[string]any{"y": 2}, "c": "extra"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if host["b"] != "host" {
+		t.Error("MergeVars modified a layer")
+	}
+}
+
+func TestParseExtraVars(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "extra.yaml")
+	if err := os.WriteFile(file, []byte("from_file: 1\nlist: [a]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseExtraVars([]string{"a=1", `b="two words" c=`, `{"j": true, "a": "json"}`, "@" + file, "{y: 2}", "z: [1]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"a": "json", "b": "two words", "c": "", "j": true, "from_file": 1, "list": []any{"a"}, "y": 2, "z": []any{1}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("- a\n- b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{
+		"novalue":          `"novalue" is not key=value`,
+		"1x=2":             "not a valid variable name",
+		"@" + bad:          bad + ":1:1: extra vars must be a mapping",
+		"@/does/not/exist": "read extra vars",
+		"{a: [}":           "-e:1:",
+	} {
+		_, err := ParseExtraVars([]string{in})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseExtraVars(%q) = %v, want error containing %q", in, err, want)
+		}
+	}
+}
+
+func TestArgFields(t *testing.T) {
+	got := argFields(reflect.TypeOf(&copyArgs{}))
+	var names []string
+	for k := range got {
+		names = append(names, k)
+	}
+	want := []string{"backup", "content", "dest", "files", "lines", "mode", "owner", "port"}
+	if diff := cmp.Diff(want, sortStrings(names)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func sortStrings(s []string) []string {
+	out := append([]string{}, s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+func FuzzLoad(f *testing.F) {
+	for _, p := range []string{"testdata/bad/notify_unknown.yaml", "testdata/bad/nested_unknown.yaml", "testdata/bad/two_modules.yaml"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("- hosts: all\n  tasks:\n    - copy_t: &a {dest: \"{{ x }}\", lines: [*a]}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		plays, err := load("fuzz.yaml", data)
+		if err != nil {
+			return
+		}
+		for _, p := range plays {
+			p.Batches(7)
+			for _, task := range append(p.Tasks, p.Handlers...) {
+				_, _ = task.Render(map[string]any{"x": "/y", "n": 1})
+			}
+		}
+	})
+}

@@ -1,0 +1,388 @@
+package playbook
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"nodeconverge/engine/module"
+)
+
+var varNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+var exprRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$`)
+
+// segment is a piece of a templated string: literal text or a variable.
+type segment struct {
+	lit  string
+	name string // set for a variable
+}
+
+// parseTemplate splits s into literal text and {{ name }} references. Only
+// plain (optionally dotted) names are supported: anything Jinja would
+// compute is refused rather than passed through half-understood.
+func parseTemplate(s string) ([]segment, error) {
+	var out []segment
+	for {
+		i := strings.Index(s, "{{")
+		for _, stmt := range []string{"{%", "{#"} {
+			if j := strings.Index(s, stmt); j >= 0 && (i < 0 || j < i) {
+				return nil, fmt.Errorf("Jinja statements and comments (%s) are not supported; only {{ name }}", stmt)
+			}
+		}
+		if i < 0 {
+			if s != "" {
+				out = append(out, segment{lit: s})
+			}
+			return out, nil
+		}
+		if i > 0 {
+			out = append(out, segment{lit: s[:i]})
+		}
+		end := strings.Index(s[i+2:], "}}")
+		if end < 0 {
+			return nil, fmt.Errorf("unclosed {{ in %q", s)
+		}
+		expr := strings.TrimSpace(s[i+2 : i+2+end])
+		if !exprRe.MatchString(expr) {
+			return nil, fmt.Errorf("unsupported template expression {{ %s }}: only plain variable names like {{ name }} or {{ a.b }} are supported", expr)
+		}
+		out = append(out, segment{name: expr})
+		s = s[i+2+end+2:]
+	}
+}
+
+// maxNodes bounds the rendered argument tree, which aliases to large
+// anchors could otherwise multiply without limit.
+const maxNodes = 100000
+
+type renderer struct {
+	file  string
+	vars  map[string]any
+	nodes int
+}
+
+// Render substitutes vars into the task's arguments, decodes them over the
+// module's defaults and validates them. A value that is exactly one
+// "{{ name }}" keeps the variable's type (an int stays an int, a list a
+// list); text around a reference makes the result a string. Render does not
+// modify the task, so hosts can render it concurrently.
+func (t *Task) Render(vars map[string]any) (module.Args, error) {
+	m, ok := module.Lookup(t.Module)
+	if !ok {
+		return nil, &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: unknown module %q", taskLabel(t), t.Module)}
+	}
+	args := m.NewArgs()
+	if t.Args != nil {
+		r := &renderer{file: t.Pos.File, vars: vars}
+		n, err := r.subst(t.Args, 0)
+		if err != nil {
+			return nil, err
+		}
+		if err := decodeArgs(t.Pos.File, n, args); err != nil {
+			return nil, prefixErr(err, fmt.Sprintf("%s: %s: ", taskLabel(t), t.Module))
+		}
+	}
+	if err := args.Validate(); err != nil {
+		return nil, &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: %s: %v", taskLabel(t), t.Module, err)}
+	}
+	return args, nil
+}
+
+// subst returns a substituted copy of n; n itself is never changed.
+func (r *renderer) subst(n *yaml.Node, depth int) (*yaml.Node, error) {
+	r.nodes++
+	if r.nodes > maxNodes || depth > 100 {
+		return nil, nodeErr(r.file, n, "arguments too large or too deeply nested (aliases included)")
+	}
+	if n.Kind == yaml.AliasNode {
+		if n.Alias == nil {
+			return nil, nodeErr(r.file, n, "alias to an undefined anchor")
+		}
+		return r.subst(n.Alias, depth+1)
+	}
+	c := *n
+	c.Anchor = ""
+	if n.Kind == yaml.ScalarNode {
+		if !strings.Contains(n.Value, "{{") {
+			return &c, nil
+		}
+		return r.scalar(n)
+	}
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, ch := range n.Content {
+		s, err := r.subst(ch, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		c.Content[i] = s
+	}
+	return &c, nil
+}
+
+func (r *renderer) scalar(n *yaml.Node) (*yaml.Node, error) {
+	segs, err := parseTemplate(n.Value)
+	if err != nil {
+		return nil, nodeErr(r.file, n, "%v", err)
+	}
+	if len(segs) == 1 && segs[0].name != "" {
+		v, err := r.lookup(n, segs[0].name)
+		if err != nil {
+			return nil, err
+		}
+		return r.valueNode(n, v)
+	}
+	var b strings.Builder
+	for _, s := range segs {
+		if s.name == "" {
+			b.WriteString(s.lit)
+			continue
+		}
+		v, err := r.lookup(n, s.name)
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString(toText(v))
+	}
+	return typedText(n, b.String()), nil
+}
+
+// typedText makes a scalar whose YAML type follows its text, so "80" can
+// fill an int argument as Ansible's argument coercion would; text that
+// would read as null stays a string.
+func typedText(at *yaml.Node, s string) *yaml.Node {
+	out := &yaml.Node{Kind: yaml.ScalarNode, Value: s, Line: at.Line, Column: at.Column}
+	if out.ShortTag() == "!!null" {
+		out.Tag = "!!str"
+	}
+	return out
+}
+
+func (r *renderer) valueNode(at *yaml.Node, v any) (*yaml.Node, error) {
+	if s, ok := v.(string); ok {
+		return typedText(at, s), nil
+	}
+	var out yaml.Node
+	if err := out.Encode(v); err != nil {
+		return nil, nodeErr(r.file, at, "cannot use the value of %s here: %v", at.Value, err)
+	}
+	setPos(&out, at.Line, at.Column, 0)
+	return &out, nil
+}
+
+func setPos(n *yaml.Node, line, col, depth int) {
+	if depth > 100 {
+		return
+	}
+	n.Line, n.Column = line, col
+	for _, c := range n.Content {
+		setPos(c, line, col, depth+1)
+	}
+}
+
+func (r *renderer) lookup(at *yaml.Node, name string) (any, error) {
+	parts := strings.Split(name, ".")
+	cur, ok := r.vars[parts[0]]
+	if !ok {
+		return nil, nodeErr(r.file, at, "undefined variable %q%s", parts[0], quotedSuggestion(parts[0], keysOf(r.vars)))
+	}
+	for i, p := range parts[1:] {
+		prefix := strings.Join(parts[:i+1], ".")
+		switch c := cur.(type) {
+		case map[string]any:
+			next, ok := c[p]
+			if !ok {
+				return nil, nodeErr(r.file, at, "undefined variable %q: %s has no key %q%s", name, prefix, p, quotedSuggestion(p, keysOf(c)))
+			}
+			cur = next
+		case []any:
+			idx, err := strconv.Atoi(p)
+			if err != nil || idx < 0 || idx >= len(c) {
+				return nil, nodeErr(r.file, at, "undefined variable %q: %s is a list of %d items, %q is not an index", name, prefix, len(c), p)
+			}
+			cur = c[idx]
+		default:
+			return nil, nodeErr(r.file, at, "undefined variable %q: %s is not a mapping", name, prefix)
+		}
+	}
+	return cur, nil
+}
+
+func keysOf(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func quotedSuggestion(word string, candidates []string) string {
+	if s := suggest(word, candidates); s != "" {
+		return fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return ""
+}
+
+// toText renders a value inside a larger string: scalars as they read,
+// lists and mappings as JSON.
+func toText(v any) string {
+	switch t := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return t
+	case bool, int, int64, uint64, float64:
+		return fmt.Sprint(t)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// MergeVars merges var layers, later layers winning per top-level name
+// (Ansible's default hash_behaviour=replace). The runner calls
+// MergeVars(host.Vars, play.Vars, extraVars). The layers are not modified.
+func MergeVars(layers ...map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, l := range layers {
+		for k, v := range l {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// ParseExtraVars parses -e values as ansible-playbook does: "@file.yaml"
+// reads a YAML or JSON mapping from a file; a value starting with "{" is a
+// YAML/JSON mapping; anything else is one or more key=value words whose
+// values stay strings; "name: value" without any "=" is read as a YAML
+// mapping. Later values win.
+func ParseExtraVars(kvs []string) (map[string]any, error) {
+	out := map[string]any{}
+	for _, kv := range kvs {
+		s := strings.TrimSpace(kv)
+		switch {
+		case strings.HasPrefix(s, "@"):
+			path := s[1:]
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return nil, fmt.Errorf("-e %s: read extra vars: %w", kv, err)
+			}
+			m, err := mappingVars(path, data)
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range m {
+				out[k] = v
+			}
+		case strings.HasPrefix(s, "{"):
+			m, err := mappingVars("-e", []byte(s))
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range m {
+				out[k] = v
+			}
+		case !strings.Contains(s, "=") && strings.Contains(s, ":"):
+			// A block-style YAML mapping ("a: 1"), which Ansible would
+			// refuse; accepted because it is unambiguous.
+			m, err := mappingVars("-e", []byte(s))
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range m {
+				out[k] = v
+			}
+		default:
+			words := splitWords(s)
+			if len(words) == 0 {
+				return nil, fmt.Errorf("-e %q: expected key=value, @file.yaml or a {…} mapping", kv)
+			}
+			for _, w := range words {
+				k, v, ok := strings.Cut(w, "=")
+				if !ok {
+					return nil, fmt.Errorf("-e %q: %q is not key=value", kv, w)
+				}
+				if !varNameRe.MatchString(k) {
+					return nil, fmt.Errorf("-e %q: %q is not a valid variable name", kv, k)
+				}
+				out[k] = v
+			}
+		}
+	}
+	return out, nil
+}
+
+func mappingVars(file string, data []byte) (map[string]any, error) {
+	doc, err := parseYAML(file, data)
+	if err != nil {
+		return nil, err
+	}
+	if len(doc.Content) == 0 {
+		return map[string]any{}, nil
+	}
+	root := deref(doc.Content[0])
+	if root == nil || root.Kind != yaml.MappingNode {
+		return nil, nodeErr(file, doc.Content[0], "extra vars must be a mapping of names to values, got %s", kindName(root))
+	}
+	for i := 0; i < len(root.Content); i += 2 {
+		k := deref(root.Content[i])
+		if k == nil || k.Kind != yaml.ScalarNode || (!varNameRe.MatchString(k.Value) && k.Value != "<<") {
+			return nil, nodeErr(file, root.Content[i], "extra vars: variable name must be a word of letters, digits and _, got %s", kindName(k))
+		}
+	}
+	v, err := decodeValue(file, root)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("extra vars must be a mapping")
+	}
+	return m, nil
+}
+
+// splitWords splits on blanks, honouring single and double quotes, so
+// -e 'msg="a b" n=1' gives two variables.
+func splitWords(s string) []string {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	var quote rune
+	for _, r := range s {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '\'' || r == '"':
+			quote = r
+			inWord = true
+		case r == ' ' || r == '\t' || r == '\n':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
+}
