@@ -147,6 +147,12 @@ setup_node() {
 	chmod 600 "$nd/root/.ssh/authorized_keys"
 	chmod 755 "$nd/usr/local/sbin/systemctl" "$nd/usr/local/sbin/journalctl" "$nd"/usr/local/nvidia/toolkit/*
 	echo "$CONTAINERD_BIN" >"$nd/containerd-bin"
+	# A node built with another containerd (a 2.x build) has it first on
+	# PATH, as a real 2.x node would: modules ask the node's own binary.
+	rm -f "$nd/usr/local/sbin/containerd"
+	if [[ $CONTAINERD_BIN != "$(command -v containerd)" ]]; then
+		ln -s "$CONTAINERD_BIN" "$nd/usr/local/sbin/containerd"
+	fi
 	write_scenario "$name" "$nd"
 	[[ -e $nd/ssh_host_ed25519_key ]] ||
 		ssh-keygen -q -t ed25519 -N '' -C "lab-$name" -f "$nd/ssh_host_ed25519_key" </dev/null
