@@ -29,7 +29,8 @@ func TestCopyConvergesThenIdempotent(t *testing.T) {
 	l := labtest.Start(t, labtest.Options{Nodes: 3, Scenario: "clean", NoContainerd: true})
 	pb := writePlaybook(t, copyPlay)
 
-	r := nc(t, append([]string{"apply"}, labArgs(l, pb)...)...)
+	check, r := checkThenApply(t, l, pb)
+	wantCode(t, check, 2)
 	wantCode(t, r, 0)
 	if n := strings.Count(r.stdout, "changed: ["); n != 3 {
 		t.Fatalf("first run: want 3 changed hosts, got %d\n%s", n, r)

@@ -82,6 +82,7 @@ Exit codes: 0 success (in check mode: nothing to change), 1 a failure,
 	f.StringVar(&o.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "record unknown host keys (a changed key is always refused)")
 	f.StringVar(&o.SSHConfig, "ssh-config", "", "ssh config file (default ~/.ssh/config)")
+	f.StringArrayVar(&o.Reports, "report", nil, "write a report: json=FILE (versioned JSON) or prom=FILE (Prometheus textfile); repeatable")
 	f.StringVar(&o.StateDir, "state-dir", "", "state directory on the nodes (default /var/lib/nodeconverge)")
 	must(c.MarkFlagRequired("inventory"))
 	return c

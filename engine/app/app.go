@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"nodeconverge/engine/inventory"
 	"nodeconverge/engine/playbook"
@@ -35,7 +36,9 @@ type ApplyOptions struct {
 	AcceptNewHostKeys bool
 	SSHConfig         string
 	StateDir          string
-	Stdout            io.Writer
+	// Reports are "json=FILE" or "prom=FILE"; written whatever the outcome.
+	Reports []string
+	Stdout  io.Writer
 }
 
 // SSHOptions builds the transport options shared by every command that
@@ -89,6 +92,10 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	if out == nil {
 		out = os.Stdout
 	}
+	writers, err := reportWriters(o.Reports)
+	if err != nil {
+		return report.ExitFailed, err
+	}
 	ssh := SSHOptions(o.KnownHosts, o.SSHConfig, o.AcceptNewHostKeys)
 	run, err := runner.Run(ctx, inv, plays, runner.Options{
 		Check: o.Check, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra,
@@ -99,7 +106,36 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	if err != nil {
 		return report.ExitFailed, err
 	}
+	for path, w := range writers {
+		if err := report.WriteFileAtomic(path, func(f io.Writer) error { return w(f, run) }); err != nil {
+			// A report that cannot be written is a failure of the run:
+			// a nightly job must not mistake silence for "in sync".
+			fmt.Fprintln(out, "ERROR:", err)
+			return report.ExitFailed, nil
+		}
+	}
 	return run.ExitCode(), nil
+}
+
+// reportWriters parses --report values before the run, so a typo does not
+// cost a whole fleet run.
+func reportWriters(specs []string) (map[string]func(io.Writer, *report.Run) error, error) {
+	out := map[string]func(io.Writer, *report.Run) error{}
+	for _, s := range specs {
+		kind, path, ok := strings.Cut(s, "=")
+		if !ok || path == "" {
+			return nil, fmt.Errorf("--report %q: want json=FILE or prom=FILE", s)
+		}
+		switch kind {
+		case "json":
+			out[path] = report.WriteJSON
+		case "prom":
+			out[path] = report.WriteProm
+		default:
+			return nil, fmt.Errorf("--report %q: unknown format %q (json, prom)", s, kind)
+		}
+	}
+	return out, nil
 }
 
 // ListInventory prints the resolved inventory as JSON.

@@ -1,0 +1,100 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// SchemaVersion is the version of the JSON report's schema
+// (docs/report-schema.json). It changes when a field changes meaning.
+const SchemaVersion = 1
+
+// jsonRun is the on-disk shape of a Run: the Run itself plus the schema
+// version and the exit code, so a nightly job can read one file.
+type jsonRun struct {
+	Schema   int `json:"schema_version"`
+	ExitCode int `json:"exit_code"`
+	*Run     `json:""`
+}
+
+// WriteJSON writes the run as the versioned JSON report. File contents are
+// never in it (only their hashes), and effective-config values under
+// credential keys are already redacted by the modules.
+func WriteJSON(w io.Writer, r *Run) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(jsonRun{Schema: SchemaVersion, ExitCode: r.ExitCode(), Run: r}); err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	return nil
+}
+
+// WriteProm writes a Prometheus textfile for node_exporter's textfile
+// collector: per host drift, failure, unreachability and, when the host is
+// in sync, the time of this success.
+func WriteProm(w io.Writer, r *Run) error {
+	var b strings.Builder
+	b.WriteString("# HELP nodeconverge_drift 1 when the host has pending changes (check mode) or was changed (apply).\n# TYPE nodeconverge_drift gauge\n")
+	hosts := r.SortedHosts()
+	sort.Strings(hosts)
+	for _, h := range hosts {
+		fmt.Fprintf(&b, "nodeconverge_drift{host=%q} %d\n", h, b2i(r.Recap[h].Changed > 0))
+	}
+	b.WriteString("# HELP nodeconverge_failed 1 when a task failed on the host.\n# TYPE nodeconverge_failed gauge\n")
+	for _, h := range hosts {
+		fmt.Fprintf(&b, "nodeconverge_failed{host=%q} %d\n", h, b2i(r.Recap[h].Failed > 0))
+	}
+	b.WriteString("# HELP nodeconverge_unreachable 1 when the host could not be reached.\n# TYPE nodeconverge_unreachable gauge\n")
+	for _, h := range hosts {
+		fmt.Fprintf(&b, "nodeconverge_unreachable{host=%q} %d\n", h, b2i(r.Recap[h].Unreachable > 0))
+	}
+	b.WriteString("# HELP nodeconverge_last_success_timestamp_seconds End of the last run in which the host had no failure and no drift.\n# TYPE nodeconverge_last_success_timestamp_seconds gauge\n")
+	for _, h := range hosts {
+		rc := r.Recap[h]
+		if rc.Failed == 0 && rc.Unreachable == 0 && (rc.Changed == 0 || !r.Check) {
+			fmt.Fprintf(&b, "nodeconverge_last_success_timestamp_seconds{host=%q} %d\n", h, r.Finished.Unix())
+		}
+	}
+	fmt.Fprintf(&b, "# HELP nodeconverge_run_exit_code Exit code of the last run.\n# TYPE nodeconverge_run_exit_code gauge\nnodeconverge_run_exit_code %d\n", r.ExitCode())
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// WriteFileAtomic writes a report next to its final name and renames it, so
+// node_exporter or a nightly job never reads half a file.
+func WriteFileAtomic(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".nodeconverge-report-*")
+	if err != nil {
+		return fmt.Errorf("report %s: %w", path, err)
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return fmt.Errorf("report %s: %w", path, err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return fmt.Errorf("report %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("report %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("report %s: %w", path, err)
+	}
+	return nil
+}
