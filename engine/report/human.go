@@ -69,7 +69,7 @@ func (h *Human) Result(tr *TaskResult) {
 		fmt.Fprintf(&b, " (because %s)", strings.Join(tr.Because, ", "))
 	}
 	if tr.Msg != "" {
-		msg := strings.TrimRight(tr.Msg, "\n")
+		msg := RedactText(strings.TrimRight(tr.Msg, "\n"))
 		if strings.Contains(msg, "\n") {
 			fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(msg, "\n", "\n    "))
 		} else {
@@ -111,13 +111,16 @@ func PlanDiff(host string, p *module.Plan) string {
 			to = "/dev/null"
 		}
 		ud := difflib.UnifiedDiff{
-			A: difflib.SplitLines(string(f.Before)), B: difflib.SplitLines(string(f.After)),
+			A: difflib.SplitLines(RedactText(string(f.Before))), B: difflib.SplitLines(RedactText(string(f.After))),
 			FromFile: from, ToFile: to, Context: 3,
 		}
 		text, err := difflib.GetUnifiedDiffString(ud)
 		if err != nil {
 			fmt.Fprintf(&b, "(diff of %s failed: %v)\n", f.Path, err)
 			continue
+		}
+		if text == "" && string(f.Before) != string(f.After) {
+			text = fmt.Sprintf("--- %s\n+++ %s\n(only redacted credential values differ)\n", from, to)
 		}
 		b.WriteString(text)
 		if text != "" && !strings.HasSuffix(text, "\n") {
