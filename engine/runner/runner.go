@@ -230,11 +230,19 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 					failedInBatch++
 					continue
 				case report.Changed:
+					why := fmt.Sprintf("%q changed", t.Name)
+					if tr.Plan != nil && len(tr.Plan.Files) > 0 {
+						var paths []string
+						for _, f := range tr.Plan.Files {
+							paths = append(paths, f.Path)
+						}
+						why += " " + strings.Join(paths, ", ")
+					}
 					for _, hn := range t.Notify {
 						if notified[hn] == nil {
 							notified[hn] = map[string][]string{}
 						}
-						notified[hn][tr.Host] = append(notified[hn][tr.Host], t.Name)
+						notified[hn][tr.Host] = append(notified[hn][tr.Host], why)
 					}
 				}
 				still = append(still, active[i])
@@ -399,7 +407,11 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 		tr.Status = report.OK
 		return
 	case r.o.Check && isImperative(m):
-		tr.Status, tr.Msg = report.Skipped, "check mode does not run commands; it would run: "+strings.Join(plan.Commands, "; ")
+		would := append(append([]string(nil), plan.Commands...), prefixAll("restart ", plan.Restart)...)
+		tr.Status, tr.Msg = report.Skipped, "check mode does not run this; it would "+strings.Join(would, "; ")
+		if len(plan.Commands) > 0 {
+			tr.Msg = "check mode does not run commands; it would run: " + strings.Join(would, "; ")
+		}
 		return
 	case r.o.Check:
 		tr.Status = report.Changed
@@ -443,6 +455,14 @@ func (r *runner) checkErr(tr *report.TaskResult, err error) {
 	if errors.As(err, &ve) && tr.Plan == nil {
 		tr.Plan = &module.Plan{Evidence: ve.Evidence}
 	}
+}
+
+func prefixAll(p string, ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = p + s
+	}
+	return out
 }
 
 func isImperative(m module.Module) bool {
