@@ -76,12 +76,14 @@ const (
 	// maxSessions stays under OpenSSH's default MaxSessions (10) so that
 	// callers running many commands at once queue here instead of
 	// getting "administratively prohibited" from the server.
-	maxSessions = 8
+	maxSessions = 6
 	// keepaliveInterval and keepaliveTimeout detect a dead peer during a
 	// long run (a rebooted node, a dropped NAT entry) so the next Run
 	// fails fast instead of hanging on a TCP retransmit timer.
 	keepaliveInterval = 30 * time.Second
 	keepaliveTimeout  = 15 * time.Second
+	// sessionRetryWindow is how long a refused session open is retried.
+	sessionRetryWindow = 2 * time.Second
 )
 
 // endpoint is one SSH server to connect to, fully resolved.
@@ -98,7 +100,6 @@ func (e endpoint) addr() string { return net.JoinHostPort(e.host, e.port) }
 // conn is the transport.Conn returned by Dial.
 type conn struct {
 	name      string
-	addr      string
 	loginUser string
 	sudoUser  string // "" when scripts run as the login user
 	client    *ssh.Client
@@ -174,7 +175,6 @@ func Dial(ctx context.Context, opts Options, t Target) (transport.Conn, error) {
 	hk := &hostKeys{file: opts.KnownHostsFile, accept: opts.AcceptNewHostKeys}
 	c := &conn{
 		name:      name,
-		addr:      ep.addr(),
 		loginUser: ep.user,
 		sessions:  make(chan struct{}, maxSessions),
 		stop:      make(chan struct{}),
@@ -615,12 +615,12 @@ func (c *conn) run(ctx context.Context, script string, stdin []byte, sudoUser st
 	return res, nil
 }
 
-// killRemote terminates a cancelled command's process group on the node.
-// The bootstrap shell leads its group (sshd starts every session with
-// setsid, and the login shell execs it); killing the group also stops what
-// the script started. Best effort: the caller's context is done, the
-// command may have finished meanwhile, and without a pid there is nothing
-// safe to kill.
+// killRemote terminates a cancelled command on the node: its whole
+// process group, so what the script started dies too. sshd starts every
+// session with setsid, so that group belongs to this session alone (led by
+// the bootstrap shell, or by the login shell when it did not exec). Best
+// effort: the caller's context is done, the command may have finished
+// meanwhile, and without a pid there is nothing safe to kill.
 func (c *conn) killRemote(pid int, sudoUser string) {
 	if pid <= 0 {
 		return
@@ -629,15 +629,35 @@ func (c *conn) killRemote(pid int, sudoUser string) {
 	defer cancel()
 	p := strconv.Itoa(pid)
 	script := `pg=$(ps -o pgid= -p ` + p + ` 2>/dev/null | tr -d " "); ` +
-		`if [ "$pg" = ` + p + ` ]; then kill -TERM -- -` + p + `; else kill -TERM ` + p + `; fi 2>/dev/null; true`
+		`case $pg in ""|0|1) ;; *) kill -s TERM -- "-$pg" 2>/dev/null;; esac; kill -s TERM ` + p + ` 2>/dev/null; true`
 	if _, err := c.runProbe(ctx, script, sudoUser); err != nil {
 		return // nothing more to try; the session close follows
 	}
 }
 
 // newSession opens a session without letting a dead connection block past
-// ctx: the SSH channel open has no context of its own.
+// ctx: the SSH channel open has no context of its own. sshd frees a
+// session slot a moment after the previous session's close, so a refused
+// open is retried briefly before it counts as an error.
 func (c *conn) newSession(ctx context.Context) (*ssh.Session, error) {
+	backoff := 5 * time.Millisecond
+	deadline := time.Now().Add(sessionRetryWindow)
+	for {
+		s, err := c.openSession(ctx)
+		var oce *ssh.OpenChannelError
+		if err == nil || !errors.As(err, &oce) || time.Now().After(deadline) {
+			return s, err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("run on %s: %w", c.name, ctx.Err())
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+}
+
+func (c *conn) openSession(ctx context.Context) (*ssh.Session, error) {
 	type result struct {
 		s   *ssh.Session
 		err error
@@ -660,7 +680,7 @@ func (c *conn) newSession(ctx context.Context) (*ssh.Session, error) {
 	case <-ctx.Done():
 		go func() {
 			if r := <-ch; r.err == nil {
-				r.s.Close()
+				r.s.Close() //nolint:errcheck // nobody wants this session any more
 			}
 		}()
 		return nil, fmt.Errorf("run on %s: %w", c.name, ctx.Err())

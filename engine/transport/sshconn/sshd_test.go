@@ -159,8 +159,39 @@ func startSSHD(t *testing.T, authorized []ssh.PublicKey, keyTypes ...string) *te
 	if err := os.WriteFile(akFile, ak.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Another process may take the port between freePort and sshd's
+	// bind (the machine is shared); a server that could not bind is
+	// started again on another port.
+	for attempt := 1; ; attempt++ {
+		err := s.launch(t, dir, home, cfg.String(), akFile)
+		if err == nil {
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("sshd on port %d said: %s", s.port, s.stderr.String())
+				}
+				s.kill(t)
+			})
+			return s
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			t.Fatal(err)
+		}
+	}
+}
+
+var errPortTaken = errors.New("port taken")
+
+// launch starts the server on a fresh port and waits until it answers with
+// its own host key: a bare TCP connect could reach whoever took the port.
+func (s *testSSHD) launch(t *testing.T, dir, home, hostKeyCfg, akFile string) error {
 	s.port = freePort(t)
-	fmt.Fprintf(&cfg, `ListenAddress 127.0.0.1:%d
+	s.exited = make(chan struct{})
+	s.stderr = &lockedBuffer{}
+	cfg := hostKeyCfg + fmt.Sprintf(`ListenAddress 127.0.0.1:%d
 AuthorizedKeysFile %s
 UsePAM no
 StrictModes no
@@ -174,12 +205,8 @@ MaxStartups 100
 LogLevel ERROR
 `, s.port, akFile)
 	cfgFile := filepath.Join(dir, "sshd_config")
-	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	home := filepath.Join(dir, "home")
-	if err := os.Mkdir(home, 0o700); err != nil {
-		t.Fatal(err)
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		return err
 	}
 	// unshare execs sh, which execs sshd: the pid stays the server's.
 	s.cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
@@ -190,37 +217,66 @@ LogLevel ERROR
 	// do not let Wait block on them.
 	s.cmd.WaitDelay = time.Second
 	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start sshd: %v", err)
+		return fmt.Errorf("start sshd: %w", err)
 	}
+	exited := s.exited
 	go func() {
 		// The exit status of a killed server is expected to be an
 		// error; what matters is that it was reaped.
 		if err := s.cmd.Wait(); err != nil {
 			s.stderr.Write([]byte("\nsshd exited: " + err.Error() + "\n"))
 		}
-		close(s.exited)
+		close(exited)
 	}()
-	t.Cleanup(func() { s.kill(t) })
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", s.addr(), time.Second)
-		if err == nil {
-			c.Close()
-			return s
+		ours, err := s.answersWithOurKey()
+		if ours {
+			return nil
 		}
 		select {
 		case <-s.exited:
-			t.Fatalf("sshd exited before listening: %s", s.stderr.String())
+			if strings.Contains(s.stderr.String(), "Address already in use") {
+				return fmt.Errorf("sshd on %d: %w", s.port, errPortTaken)
+			}
+			return fmt.Errorf("sshd exited before listening: %s", s.stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sshd not listening on %s after 5s: %v; stderr: %s", s.addr(), err, s.stderr.String())
+			s.kill(t)
+			return fmt.Errorf("sshd not ready on %s after 5s: %v; stderr: %s", s.addr(), err, s.stderr.String())
 		}
-		// Yield briefly between connection attempts; readiness is
-		// decided by the successful connect, not by this pause.
+		// Pause between attempts; readiness is decided by the
+		// server's answer, not by this pause.
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// errOurKey ends a readiness handshake once the host key proved the
+// listener is this test's server; authentication is not needed.
+var errOurKey = errors.New("host key is ours")
+
+func (s *testSSHD) answersWithOurKey() (bool, error) {
+	c, err := net.DialTimeout("tcp", s.addr(), time.Second)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		return false, err
+	}
+	cfg := &ssh.ClientConfig{
+		User: "root",
+		HostKeyCallback: func(_ string, _ net.Addr, k ssh.PublicKey) error {
+			if mine := s.hostKeys[k.Type()]; mine != nil && bytes.Equal(mine.Marshal(), k.Marshal()) {
+				return errOurKey
+			}
+			return fmt.Errorf("foreign host key %s", ssh.FingerprintSHA256(k))
+		},
+	}
+	_, _, _, err = ssh.NewClientConn(c, s.addr(), cfg)
+	return errors.Is(err, errOurKey), err
 }
 
 // freePort returns a port that was free a moment ago.
