@@ -168,6 +168,9 @@ func isZeroValue(v string) bool {
 func (h *Human) Done(r *Run) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for _, n := range r.Notes {
+		fmt.Fprintf(h.W, "\nNOTE: %s\n", n)
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(h.W, "\nERROR: %s\n", e)
 	}

@@ -69,6 +69,9 @@ type Run struct {
 	// Errors are failures of the run itself, not of a task (a play that
 	// stopped on max_fail_percentage, say).
 	Errors []string `json:"errors,omitempty"`
+	// Notes are facts about the run worth reading that are not failures
+	// (a stale node lock taken over from a run that died).
+	Notes []string `json:"notes,omitempty"`
 
 	mu sync.Mutex
 }
@@ -103,6 +106,13 @@ func (r *Run) AddError(msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.Errors = append(r.Errors, msg)
+}
+
+// AddNote records a fact about the run that is not a failure.
+func (r *Run) AddNote(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Notes = append(r.Notes, msg)
 }
 
 func (r *Run) recap(host string) *Recap {

@@ -8,8 +8,6 @@ package runner
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -44,16 +42,6 @@ type Options struct {
 	Observer      report.Observer
 }
 
-// NewRunID returns a sortable, unique run id such as
-// 20261129T211000Z-1a2b3c.
-func NewRunID() string {
-	var b [3]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err)) // the platform is broken; nothing sane to do
-	}
-	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
-}
-
 type hostState struct {
 	host *inventory.Host
 	mu   sync.Mutex
@@ -61,6 +49,12 @@ type hostState struct {
 	h    *transport.Host
 	// plan overlays the planned writes of earlier tasks in check mode.
 	plan *overlay.Overlay
+	// lock is the node lock an apply run holds from its first task on.
+	lock *transport.NodeLock
+	// pending are handlers owed on the node by earlier runs that died
+	// between a write and its handler; owed are those this run recorded.
+	pending map[string]transport.PendingRecord
+	owed    map[string][]string
 	// failed or unreachable hosts take no further part in the run, as in
 	// Ansible.
 	out bool
@@ -149,7 +143,7 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 		o.Forks = 20
 	}
 	if o.RunID == "" {
-		o.RunID = NewRunID()
+		o.RunID = transport.NewRunID(time.Now())
 	}
 	if o.IsUnreachable == nil {
 		o.IsUnreachable = func(error) bool { return false }
@@ -187,6 +181,11 @@ func (r *runner) state(h *inventory.Host) *hostState {
 
 func (r *runner) closeAll() {
 	for _, s := range r.hosts {
+		if s.lock != nil {
+			if err := s.lock.Release(context.Background()); err != nil {
+				r.run.AddError(fmt.Sprintf("release lock on %s: %v", s.host.Name, err))
+			}
+		}
 		if s.conn != nil {
 			if err := s.conn.Close(); err != nil {
 				r.run.AddError(fmt.Sprintf("close connection to %s: %v", s.host.Name, err))
@@ -286,6 +285,14 @@ func failLimit(p *playbook.Play, failed, size int) string {
 func (r *runner) flushHandlers(ctx context.Context, p *playbook.Play, active []*hostState, notified map[string]map[string][]string, args rendered, become *bool) {
 	for _, h := range p.Handlers {
 		who := notified[h.Name]
+		for _, s := range active {
+			if rec, ok := s.pending[h.Name]; ok && !s.out {
+				if who == nil {
+					who = map[string][]string{}
+				}
+				who[s.host.Name] = append(who[s.host.Name], fmt.Sprintf("owed since run %s changed %s", rec.RunID, strings.Join(rec.Files, ", ")))
+			}
+		}
 		if len(who) == 0 {
 			continue
 		}
@@ -325,7 +332,7 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 			if because != nil {
 				tr.Because = dedupe(because[s.host.Name])
 			}
-			r.execute(ctx, tr, s, args[s.host.Name], become)
+			r.execute(ctx, tr, s, t, args[s.host.Name], become)
 			tr.Duration = time.Since(start)
 			results[i] = tr
 			r.run.Add(tr)
@@ -365,12 +372,32 @@ func (r *runner) connect(ctx context.Context, s *hostState, become *bool) (*tran
 		return nil, err
 	}
 	s.conn = c
-	s.h = transport.NewHost(c, r.o.HostOptions)
-	s.plan = overlay.New(transport.ReadOnly(s.h))
+	hopts := r.o.HostOptions
+	hopts.RunID = r.o.RunID
+	h := transport.NewHost(c, hopts)
+	if !r.o.Check {
+		// One apply per node at a time. Check mode takes no lock: it
+		// never writes, and every write of an apply is atomic per file.
+		lock, err := h.Lock(ctx, true, transport.NewLockOwner(r.o.RunID))
+		if err != nil {
+			return nil, err
+		}
+		s.lock = lock
+		if note := lock.Note(); note != "" {
+			r.run.AddNote(s.host.Name + ": " + note)
+		}
+	}
+	pending, err := h.Pending(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read pending handlers: %w", err)
+	}
+	s.pending, s.owed = pending, map[string][]string{}
+	s.h = h
+	s.plan = overlay.New(transport.ReadOnly(h))
 	return s.h, nil
 }
 
-func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostState, args module.Args, become *bool) {
+func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostState, t *playbook.Task, args module.Args, become *bool) {
 	fail := func(st report.Status, err error) {
 		tr.Status = st
 		tr.Msg = err.Error()
@@ -418,6 +445,10 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 		s.plan.Record(plan.Files)
 		return
 	}
+	if err := r.recordOwed(ctx, s, t, plan); err != nil {
+		r.checkErr(tr, err)
+		return
+	}
 	res, err := m.Apply(ctx, h, plan)
 	if err != nil {
 		r.checkErr(tr, fmt.Errorf("apply: %w", err))
@@ -425,6 +456,15 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 	}
 	tr.Result = res
 	tr.Status = report.Changed
+	if t.Handler {
+		// A handler that ran clears what was owed; a failed one leaves
+		// the record for the next run.
+		if _, err := h.Apply(ctx, []transport.Op{transport.ClearPendingOp(h.StateDir(), t.Name)}); err != nil {
+			r.checkErr(tr, fmt.Errorf("clear pending %q: %w", t.Name, err))
+			return
+		}
+		delete(s.pending, t.Name)
+	}
 	if isImperative(m) {
 		return
 	}
@@ -443,6 +483,30 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 		tr.Status = report.Failed
 		tr.Msg = "did not converge: after apply, check still plans " + strings.Join(left, ", ")
 	}
+}
+
+// recordOwed writes, before a notifying task changes the node, that its
+// handlers are owed, so a run killed between the write and the handler is
+// finished by the next run instead of leaving the node on the old config.
+func (r *runner) recordOwed(ctx context.Context, s *hostState, t *playbook.Task, plan *module.Plan) error {
+	if len(t.Notify) == 0 || t.Handler {
+		return nil
+	}
+	var ops []transport.Op
+	for _, hn := range t.Notify {
+		for _, f := range plan.Files {
+			s.owed[hn] = append(s.owed[hn], f.Path)
+		}
+		op, err := transport.PendingOp(s.h.StateDir(), transport.PendingRecord{Handler: hn, RunID: r.o.RunID, Files: s.owed[hn], Since: time.Now().UTC()})
+		if err != nil {
+			return err
+		}
+		ops = append(ops, op)
+	}
+	if _, err := s.h.Apply(ctx, ops); err != nil {
+		return fmt.Errorf("record pending handlers: %w", err)
+	}
+	return nil
 }
 
 func (r *runner) checkErr(tr *report.TaskResult, err error) {

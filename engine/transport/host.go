@@ -374,6 +374,11 @@ func checkLivePath(p string) error {
 // backs up both the source and an existing destination and reports the
 // source's backup. Removing a missing path succeeds. Before any op, backup
 // directories of older runs beyond KeepBackups are removed.
+//
+// Every op on a path outside StateDir is also recorded, before it is
+// performed, in the run's manifest (see Rollback), so the run can be undone
+// even when the controller dies part way. StateDir itself (pending records,
+// the lock) is nodeconverge's bookkeeping and is never rolled back.
 func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 	if len(ops) == 0 {
 		return nil, nil
@@ -384,6 +389,7 @@ func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 	backups := path.Join(h.opts.StateDir, "backups")
 	s := &script{}
 	s.line("BK=" + ShellQuote(path.Join(backups, h.opts.RunID)))
+	s.line("SD=" + ShellQuote(h.opts.StateDir))
 	for _, op := range ops {
 		if op.Backup {
 			// Keep KeepBackups-1 older runs: this run's directory,

@@ -153,6 +153,42 @@ _nc_attrs() {
 		chmod 0644 -- "$1"
 	fi
 }
+_nc_q() {
+	_nc_qr=$1
+	_nc_qv=
+	while :; do
+		case $_nc_qr in
+		*\'*)
+			_nc_qv=$_nc_qv${_nc_qr%%\'*}\'\\\'\'
+			_nc_qr=${_nc_qr#*\'}
+			;;
+		*) break ;;
+		esac
+	done
+	_nc_qv=\'$_nc_qv$_nc_qr\'
+}
+_nc_rec() {
+	case $2 in "$SD"/*) return 0 ;; esac
+	case $2$3$5 in
+	*'
+'*)
+		echo "nodeconverge: $2: a path with a newline cannot be recorded in the run manifest" >&2
+		return 1
+		;;
+	esac
+	umask 077
+	mkdir -p -- "$BK"
+	_nc_qe=$?
+	umask 022
+	[ "$_nc_qe" = 0 ] || return 1
+	_nc_q "$2"
+	_nc_ml="$1 $_nc_qv"
+	_nc_q "$3"
+	_nc_ml="$_nc_ml $_nc_qv $4"
+	_nc_q "$5"
+	printf '%s\n' "$_nc_ml $_nc_qv" >> "$BK/MANIFEST" || return 1
+	_nc_sync "$BK/MANIFEST"
+}
 _nc_write() {
 	bk=
 	_nc_p=$1
@@ -163,7 +199,11 @@ _nc_write() {
 	fi
 	_nc_dir "$_nc_p"
 	[ -d "$_nc_d" ] || mkdir -p -m 0755 -- "$_nc_d" || return 1
-	if [ "$6" = 1 ] && [ -e "$_nc_p" ]; then _nc_backup "$_nc_p" || return 1; fi
+	_nc_e=0
+	[ ! -e "$_nc_p" ] || _nc_e=1
+	if [ "$6" = 1 ] && [ "$_nc_e" = 1 ]; then _nc_backup "$_nc_p" || return 1; fi
+	_nc_rec write "$_nc_p" "" "$_nc_e" "$bk" || return 1
+	_nc_dir "$_nc_p"
 	_nc_t=$(mktemp -- "$_nc_d/.nodeconverge.XXXXXXXX") || return 1
 	if cat -- "$2" > "$_nc_t" && _nc_attrs "$_nc_t" "$_nc_p" "$3" "$4" "$5" &&
 		_nc_sync "$_nc_t" && mv -f -T -- "$_nc_t" "$_nc_p"; then
@@ -183,10 +223,15 @@ _nc_move() {
 	fi
 	_nc_dir "$1"
 	[ -d "$_nc_d" ] || mkdir -p -m 0755 -- "$_nc_d" || return 1
+	_nc_e=0
+	if [ -e "$1" ] || [ -L "$1" ]; then _nc_e=1; fi
+	_nc_db=
 	if [ "$3" = 1 ]; then
-		if [ -e "$1" ] || [ -L "$1" ]; then _nc_backup "$1" || return 1; fi
+		if [ "$_nc_e" = 1 ]; then _nc_backup "$1" || return 1; _nc_db=$bk; fi
 		_nc_backup "$2" || return 1
 	fi
+	_nc_rec move "$1" "$2" "$_nc_e" "$_nc_db" || return 1
+	_nc_dir "$1"
 	mv -f -T -- "$2" "$1" || return 1
 	_nc_sync "$_nc_d"
 	_nc_dir "$2"
@@ -200,6 +245,7 @@ _nc_remove() {
 		return 1
 	fi
 	if [ "$2" = 1 ]; then _nc_backup "$1" || return 1; fi
+	_nc_rec remove "$1" "" 1 "$bk" || return 1
 	rm -f -- "$1" || return 1
 	_nc_dir "$1"
 	_nc_sync "$_nc_d"

@@ -153,4 +153,9 @@ type Writer interface {
 	Apply(ctx context.Context, ops []Op) ([]OpResult, error)
 	// Exec runs a command that may change the node.
 	Exec(ctx context.Context, c Cmd) (*CmdResult, error)
+	// Rollback undoes every op this run applied (outside the state
+	// directory), newest first, and returns the paths it changed.
+	Rollback(ctx context.Context) ([]string, error)
+	// RunID is the id this run's backups and manifest are kept under.
+	RunID() string
 }

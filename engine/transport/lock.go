@@ -1,0 +1,400 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/user"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The node lock.
+//
+// Design: one owner file per holder in StateDir/lock.d ("x" for the
+// exclusive holder, "s.<RunID>" for each shared holder). Every look at or
+// change of lock.d happens under flock(1) on StateDir/lock.guard, held only
+// for the few milliseconds of one script, so two runs cannot both take the
+// lock or both take over a stale one. flock alone cannot be the lock: no
+// process of ours lives on the node between round trips to keep a file
+// descriptor open.
+//
+// Liveness: the owner file names the process that holds the run's
+// connection on the node: the nearest ancestor of the script's shell whose
+// comm starts with "sshd" (the per-connection sshd, or sshd-session on
+// OpenSSH 9.8+), or, when there is none (a local connection, as in tests),
+// the shell's parent, which is the controller itself. That process lives
+// exactly as long as the controller's connection: when the controller exits
+// or is SIGKILLed, the TCP connection closes and the sshd process exits. A
+// holder whose process is gone (no /proc/<pid>/stat, a zombie, a different
+// comm, or a different start time, which rules out pid reuse) is stale and
+// its lock is taken over; the NodeLock says so in TookOver.
+//
+// Shared locks are for runs that must not overlap an apply but may overlap
+// each other. The runner need not take any lock in check mode: check mode
+// never writes, and an apply's writes are atomic per file, so a concurrent
+// check sees each file either before or after. It may take a shared one to
+// refuse to plan against a node mid-apply.
+
+// LockOwner identifies a run that holds, or held, a node lock.
+type LockOwner struct {
+	RunID string    `json:"run_id"`
+	Host  string    `json:"host"` // the controller's hostname
+	User  string    `json:"user"` // the controller's user
+	PID   int       `json:"pid"`  // the controller's process
+	Since time.Time `json:"since"`
+	// Filled in by the node: the process that holds the run's connection,
+	// whose death releases the lock.
+	HolderPID   int    `json:"holder_pid,omitempty"`
+	HolderComm  string `json:"holder_comm,omitempty"`
+	HolderStart string `json:"holder_start,omitempty"`
+	Shared      bool   `json:"shared,omitempty"`
+}
+
+// NewLockOwner describes this controller process for a lock taken by runID.
+// An unknown hostname or user is recorded as "unknown" rather than failing
+// the run: the lock works without them, they only make messages clearer.
+func NewLockOwner(runID string) LockOwner {
+	o := LockOwner{RunID: runID, Host: "unknown", User: "unknown", PID: os.Getpid(), Since: time.Now().UTC().Truncate(time.Second)}
+	if h, err := os.Hostname(); err == nil {
+		o.Host = h
+	}
+	if u, err := user.Current(); err == nil {
+		o.User = u.Username
+	}
+	return o
+}
+
+// String is the holder as messages name it.
+func (o LockOwner) String() string {
+	return fmt.Sprintf("run %s from host %s (pid %d) since %s", o.RunID, o.Host, o.PID, o.Since.UTC().Format(time.RFC3339))
+}
+
+// encode renders the controller's part of the owner file; the node appends
+// the holder lines. Values come from the controller and could hold
+// anything, so line breaks are replaced.
+func (o LockOwner) encode() []byte {
+	clean := func(s string) string { return strings.NewReplacer("\n", " ", "\r", " ").Replace(s) }
+	return []byte(fmt.Sprintf("run=%s\nhost=%s\nuser=%s\npid=%d\nsince=%s\n",
+		clean(o.RunID), clean(o.Host), clean(o.User), o.PID, o.Since.UTC().Format(time.RFC3339)))
+}
+
+// parseLockOwner reads an owner file. Unknown keys are ignored so a newer
+// nodeconverge's lock is still reported by an older one.
+func parseLockOwner(b string) LockOwner {
+	var o LockOwner
+	for _, line := range strings.Split(b, "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "run":
+			o.RunID = v
+		case "host":
+			o.Host = v
+		case "user":
+			o.User = v
+		case "pid":
+			o.PID, _ = strconv.Atoi(v) // a garbled pid only makes the message show 0
+		case "since":
+			o.Since, _ = time.Parse(time.RFC3339, v) // likewise: zero time in the message
+		case "holder_pid":
+			o.HolderPID, _ = strconv.Atoi(v) // the node wrote it; liveness is decided there
+		case "holder_comm":
+			o.HolderComm = v
+		case "holder_start":
+			o.HolderStart = v
+		case "mode":
+			o.Shared = v == "shared"
+		}
+	}
+	return o
+}
+
+// LockHeldError says the node is locked by another live run; the node was
+// not touched.
+type LockHeldError struct {
+	Node  string
+	Owner LockOwner
+}
+
+func (e *LockHeldError) Error() string {
+	kind := "locked"
+	if e.Owner.Shared {
+		kind = "locked (shared)"
+	}
+	return fmt.Sprintf("node %s is %s by %s; its connection (pid %d, %s) is alive",
+		e.Node, kind, e.Owner, e.Owner.HolderPID, e.Owner.HolderComm)
+}
+
+// NodeLock is a held node lock.
+type NodeLock struct {
+	// Owner is this run's owner record as the node stored it.
+	Owner LockOwner
+	// TookOver lists stale holders whose locks were removed to take this
+	// one (their connection process was gone: the run died or was
+	// killed). Report them: a dead run may have left work half done.
+	TookOver []LockOwner
+
+	h    *Host
+	name string
+}
+
+// Note says, for the report, which stale locks were taken over; "" when
+// none were.
+func (l *NodeLock) Note() string {
+	if len(l.TookOver) == 0 {
+		return ""
+	}
+	parts := make([]string, len(l.TookOver))
+	for i, o := range l.TookOver {
+		parts[i] = o.String()
+	}
+	return fmt.Sprintf("took over the lock of node %s from %s: its connection process (pid %d) is gone",
+		l.h.Host(), strings.Join(parts, "; "), l.TookOver[0].HolderPID)
+}
+
+// lockPrelude is the shell side of Lock and release.
+const lockPrelude = `_nc_lguard() {
+	umask 077
+	mkdir -p -- "$LD" || { umask 022; return 1; }
+	umask 022
+	exec 9>> "$SD/lock.guard" || return 1
+	flock -w 30 9 || { echo "nodeconverge: flock $SD/lock.guard: busy for 30s or flock(1) missing" >&2; return 1; }
+}
+_nc_lstat() {
+	_nc_ls=
+	_nc_lc=
+	[ -r "/proc/$1/stat" ] || return 1
+	_nc_ls=$(cat "/proc/$1/stat" 2> /dev/null) || return 1
+	IFS= read -r _nc_lc < "/proc/$1/comm" || return 1
+	_nc_ls=${_nc_ls##*) }
+	IFS=' '
+	set -- $_nc_ls
+	IFS=
+	_nc_lstate=$1
+	_nc_lppid=$2
+	eval "_nc_lstart=\${20}"
+}
+_nc_lholder() {
+	_nc_p=$$
+	_nc_hp=
+	_nc_lfirst=
+	while [ -n "$_nc_p" ] && [ "$_nc_p" -gt 1 ]; do
+		_nc_lstat "$_nc_p" || break
+		case $_nc_lc in
+		sshd*)
+			_nc_hp=$_nc_p
+			_nc_hc=$_nc_lc
+			_nc_hs=$_nc_lstart
+			return 0
+			;;
+		esac
+		if [ -z "$_nc_lfirst" ]; then _nc_lfirst=$_nc_lppid; fi
+		_nc_p=$_nc_lppid
+	done
+	[ -n "$_nc_lfirst" ] && _nc_lstat "$_nc_lfirst" || {
+		echo "nodeconverge: cannot find the process holding this connection in /proc" >&2
+		return 1
+	}
+	_nc_hp=$_nc_lfirst
+	_nc_hc=$_nc_lc
+	_nc_hs=$_nc_lstart
+}
+_nc_lread() {
+	_nc_orun=
+	_nc_opid=
+	_nc_ocomm=
+	_nc_ostart=
+	while IFS= read -r _nc_kv; do
+		case $_nc_kv in
+		run=*) _nc_orun=${_nc_kv#run=} ;;
+		holder_pid=*) _nc_opid=${_nc_kv#holder_pid=} ;;
+		holder_comm=*) _nc_ocomm=${_nc_kv#holder_comm=} ;;
+		holder_start=*) _nc_ostart=${_nc_kv#holder_start=} ;;
+		esac
+	done < "$1"
+}
+_nc_lalive() {
+	case $_nc_opid in '' | *[!0-9]*) return 1 ;; esac
+	_nc_lstat "$_nc_opid" || return 1
+	[ "$_nc_lstate" != Z ] && [ "$_nc_lstate" != X ] &&
+		[ "$_nc_lc" = "$_nc_ocomm" ] && [ "$_nc_lstart" = "$_nc_ostart" ]
+}
+_nc_lemit() {
+	printf '%s %d %d\n' "$1" "$2" "$(_nc_size "$3")"
+	cat -- "$3"
+}
+_nc_lock() {
+	_nc_lguard > "$T/e" 2>&1 || _nc_fail 1
+	_nc_lholder > "$T/e" 2>&1 || _nc_fail 1
+	for _nc_f in "$LD"/*; do
+		[ -f "$_nc_f" ] || continue
+		_nc_lread "$_nc_f"
+		if [ "$_nc_orun" = "$RUN" ]; then
+			rm -f -- "$_nc_f"
+			continue
+		fi
+		if ! _nc_lalive; then
+			_nc_lemit O 1 "$_nc_f"
+			rm -f -- "$_nc_f"
+			continue
+		fi
+		if [ "$MODE" = exclusive ] || [ "${_nc_f##*/}" = x ]; then
+			_nc_lemit X 0 "$_nc_f"
+			return 0
+		fi
+	done
+	_nc_lt=$(mktemp -- "$LD/.new.XXXXXXXX") || _nc_fail 1
+	_nc_t=$_nc_lt
+	{
+		cat -- "$OWNER"
+		printf 'mode=%s\nholder_pid=%s\nholder_comm=%s\nholder_start=%s\nnode_shell_pid=%s\n' \
+			"$MODE" "$_nc_hp" "$_nc_hc" "$_nc_hs" "$$"
+	} > "$_nc_lt" || _nc_fail 1
+	mv -f -T -- "$_nc_lt" "$LD/$LNAME" > "$T/e" 2>&1 || _nc_fail 1
+	_nc_t=
+	_nc_lemit O 0 "$LD/$LNAME"
+}
+_nc_unlock() {
+	_nc_lguard > "$T/e" 2>&1 || _nc_fail 1
+	[ -f "$LD/$LNAME" ] || return 0
+	_nc_lread "$LD/$LNAME"
+	if [ "$_nc_orun" != "$RUN" ]; then
+		_nc_lemit X 0 "$LD/$LNAME"
+		return 0
+	fi
+	rm -f -- "$LD/$LNAME" > "$T/e" 2>&1 || _nc_fail 1
+}
+`
+
+// lockScript builds the lock or unlock script for mode.
+func (h *Host) lockScript(exclusive bool, fn string, owner []byte) *script {
+	mode, name := "shared", "s."+h.opts.RunID
+	if exclusive {
+		mode, name = "exclusive", "x"
+	}
+	s := &script{}
+	s.line("SD=" + ShellQuote(h.opts.StateDir))
+	s.line("LD=" + ShellQuote(path.Join(h.opts.StateDir, "lock.d")))
+	s.line("RUN=" + ShellQuote(h.opts.RunID))
+	s.line("MODE=" + mode)
+	s.line("LNAME=" + ShellQuote(name))
+	if owner != nil {
+		s.line("OWNER=" + s.blob(owner))
+	}
+	s.body.WriteString(lockPrelude)
+	s.line(fn)
+	return s
+}
+
+// Lock takes the node lock for this run in one round trip: exclusive for
+// an apply, shared for runs that only must not overlap one. owner describes
+// the controller (NewLockOwner); its RunID must be this Host's run id. A
+// lock held by a live run fails with a *LockHeldError naming it and leaves
+// the node untouched; a lock whose holder's connection is gone is taken
+// over, and the returned NodeLock lists it in TookOver. Taking the lock
+// again in the same run replaces the earlier record. Release it with
+// NodeLock.Release; if the controller dies instead, the next run takes it
+// over.
+func (h *Host) Lock(ctx context.Context, exclusive bool, owner LockOwner) (*NodeLock, error) {
+	if err := h.checkOptions(); err != nil {
+		return nil, fmt.Errorf("%s: lock: %w", h.Host(), err)
+	}
+	if owner.RunID != h.opts.RunID {
+		return nil, fmt.Errorf("%s: lock: owner run id %q is not this host's run id %q", h.Host(), owner.RunID, h.opts.RunID)
+	}
+	if owner.Since.IsZero() {
+		owner.Since = time.Now().UTC().Truncate(time.Second)
+	}
+	s := h.lockScript(exclusive, "_nc_lock", owner.encode())
+	f, _, err := h.run(ctx, "lock", s)
+	if err != nil {
+		return nil, err
+	}
+	l := &NodeLock{h: h, name: "x"}
+	if !exclusive {
+		l.name = "s." + h.opts.RunID
+	}
+	var held *LockHeldError
+	got := false
+	for {
+		hdr, err := f.header()
+		if err != nil {
+			return nil, fmt.Errorf("%s: lock: %w", h.Host(), err)
+		}
+		switch hdr[0] {
+		case "O":
+			kind, text, err := f.readText(hdr)
+			if err != nil {
+				return nil, fmt.Errorf("%s: lock: %w", h.Host(), err)
+			}
+			if kind == 1 {
+				l.TookOver = append(l.TookOver, parseLockOwner(text))
+			} else {
+				l.Owner, got = parseLockOwner(text), true
+			}
+		case "X":
+			kind, text, err := f.readText(hdr)
+			if err != nil {
+				return nil, fmt.Errorf("%s: lock: %w", h.Host(), err)
+			}
+			if kind != 0 {
+				return nil, fmt.Errorf("%s: lock: %s", h.Host(), strings.TrimSpace(text))
+			}
+			held = &LockHeldError{Node: h.Host(), Owner: parseLockOwner(text)}
+		case "Z":
+			if err := f.end(); err != nil {
+				return nil, fmt.Errorf("%s: lock: %w", h.Host(), err)
+			}
+			if held != nil {
+				return nil, held
+			}
+			if !got {
+				return nil, fmt.Errorf("%s: lock: the node did not confirm the lock", h.Host())
+			}
+			return l, nil
+		default:
+			return nil, fmt.Errorf("%s: lock: unexpected %s record", h.Host(), hdr[0])
+		}
+	}
+}
+
+// Release gives the lock up in one round trip. A lock that is no longer
+// this run's (taken over after the node judged this run dead) is left
+// alone and reported as an error.
+func (l *NodeLock) Release(ctx context.Context) error {
+	h := l.h
+	s := h.lockScript(l.name == "x", "_nc_unlock", nil)
+	f, _, err := h.run(ctx, "unlock", s)
+	if err != nil {
+		return err
+	}
+	for {
+		hdr, err := f.header()
+		if err != nil {
+			return fmt.Errorf("%s: unlock: %w", h.Host(), err)
+		}
+		switch hdr[0] {
+		case "X":
+			kind, text, err := f.readText(hdr)
+			if err != nil {
+				return fmt.Errorf("%s: unlock: %w", h.Host(), err)
+			}
+			if kind == 0 {
+				return fmt.Errorf("%s: unlock: the lock is no longer this run's: it is held by %s", h.Host(), parseLockOwner(text))
+			}
+			return fmt.Errorf("%s: unlock: %s", h.Host(), strings.TrimSpace(text))
+		case "Z":
+			if err := f.end(); err != nil {
+				return fmt.Errorf("%s: unlock: %w", h.Host(), err)
+			}
+			return nil
+		default:
+			return fmt.Errorf("%s: unlock: unexpected %s record", h.Host(), hdr[0])
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// argvConn runs the script with an arbitrary command line, so a test can
+// put a process of its choosing between the controller and the script's
+// shell, the way sshd sits there on a real node.
+type argvConn struct{ argv []string }
+
+func (c argvConn) Run(ctx context.Context, script string, stdin []byte) (*CmdResult, error) {
+	cmd := exec.CommandContext(ctx, c.argv[0], c.argv[1:]...)
+	cmd.Stdin = io.MultiReader(strings.NewReader(script), bytes.NewReader(stdin))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	res := &CmdResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		res.ExitCode = ee.ExitCode()
+	} else if err != nil {
+		return nil, fmt.Errorf("run %v: %w", c.argv, err)
+	}
+	return res, nil
+}
+func (argvConn) Name() string { return "node1" }
+func (argvConn) Close() error { return nil }
+
+// fakeSSHD copies the shell under the name sshd-session, so the lock's walk
+// up the process tree finds it as the connection process. It runs the
+// script's shell as a child (not exec) and exits after one round trip, like
+// the sshd of a connection that closed.
+func fakeSSHD(t *testing.T) argvConn {
+	t.Helper()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "sshd-session")
+	if err := os.WriteFile(p, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return argvConn{argv: []string{p, "-c", "sh -s; exit $?"}}
+}
+
+func TestLockExclusive(t *testing.T) {
+	ctx := context.Background()
+	state := filepath.Join(t.TempDir(), "state")
+	h1 := newTestHost(t, "sh", HostOptions{RunID: "run-1", StateDir: state})
+	h2 := newTestHost(t, "bash", HostOptions{RunID: "run-2", StateDir: state})
+	owner := NewLockOwner("run-1")
+	l1, err := h1.Lock(ctx, true, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l1.TookOver) != 0 || l1.Note() != "" {
+		t.Errorf("fresh lock took over %v", l1.TookOver)
+	}
+	// On a local connection the holder is the controller: this test.
+	if l1.Owner.HolderPID != os.Getpid() || l1.Owner.RunID != "run-1" || l1.Owner.PID != os.Getpid() {
+		t.Errorf("owner = %+v, want holder and pid %d", l1.Owner, os.Getpid())
+	}
+	_, err = h2.Lock(ctx, true, NewLockOwner("run-2"))
+	var held *LockHeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("second lock: err = %v, want *LockHeldError", err)
+	}
+	host, _ := os.Hostname()
+	wantMsg := fmt.Sprintf("node node-bash is locked by run run-1 from host %s (pid %d) since %s", host, os.Getpid(), owner.Since.Format("2006-01-02T15:04:05Z"))
+	if !strings.HasPrefix(err.Error(), wantMsg) {
+		t.Errorf("held error = %q, want prefix %q", err, wantMsg)
+	}
+	// A shared lock is refused too while an exclusive one is held.
+	if _, err := h2.Lock(ctx, false, NewLockOwner("run-2")); !errors.As(err, &held) {
+		t.Errorf("shared under exclusive: err = %v", err)
+	}
+	// The same run may take its lock again.
+	if _, err := h1.Lock(ctx, true, owner); err != nil {
+		t.Errorf("re-lock by the holder: %v", err)
+	}
+	if err := l1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := h2.Lock(ctx, true, NewLockOwner("run-2"))
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	// run-1 no longer holds it: its release must not free run-2's lock.
+	if err := l1.Release(ctx); err == nil || !strings.Contains(err.Error(), "held by run run-2") {
+		t.Errorf("second release, lock now run-2's: err = %v", err)
+	}
+	if _, err := h1.Lock(ctx, true, owner); !errors.As(err, &held) || held.Owner.RunID != "run-2" {
+		t.Errorf("lock held by run-2: err = %v", err)
+	}
+	if err := l2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLockShared(t *testing.T) {
+	ctx := context.Background()
+	state := filepath.Join(t.TempDir(), "state")
+	host := func(run string) *Host { return newTestHost(t, "sh", HostOptions{RunID: run, StateDir: state}) }
+	a, err := host("a").Lock(ctx, false, NewLockOwner("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := host("b").Lock(ctx, false, NewLockOwner("b"))
+	if err != nil {
+		t.Fatalf("two shared locks: %v", err)
+	}
+	var held *LockHeldError
+	if _, err := host("c").Lock(ctx, true, NewLockOwner("c")); !errors.As(err, &held) || !held.Owner.Shared {
+		t.Fatalf("exclusive under shared: err = %v", err)
+	}
+	if !strings.Contains(held.Error(), "locked (shared) by run ") {
+		t.Errorf("message %q does not say shared", held.Error())
+	}
+	for _, l := range []*NodeLock{a, b} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := host("c").Lock(ctx, true, NewLockOwner("c")); err != nil {
+		t.Errorf("exclusive after shared released: %v", err)
+	}
+}
+
+func TestLockTakeoverWhenConnectionGone(t *testing.T) {
+	ctx := context.Background()
+	state := filepath.Join(t.TempDir(), "state")
+	sshd := fakeSSHD(t)
+	dead := NewHost(sshd, HostOptions{RunID: "killed-run", StateDir: state})
+	l, err := dead.Lock(ctx, true, NewLockOwner("killed-run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Owner.HolderComm != "sshd-session" || l.Owner.HolderPID == os.Getpid() || l.Owner.HolderPID == 0 {
+		t.Fatalf("holder = %d %q, want the fake sshd-session", l.Owner.HolderPID, l.Owner.HolderComm)
+	}
+	// The fake sshd exited with its round trip, as a real one does when the
+	// controller is SIGKILLed and its connection drops.
+	h := newTestHost(t, "sh", HostOptions{RunID: "next-run", StateDir: state})
+	l2, err := h.Lock(ctx, true, NewLockOwner("next-run"))
+	if err != nil {
+		t.Fatalf("lock after the holder died: %v", err)
+	}
+	if len(l2.TookOver) != 1 || l2.TookOver[0].RunID != "killed-run" || l2.TookOver[0].HolderPID != l.Owner.HolderPID {
+		t.Fatalf("took over %+v, want killed-run", l2.TookOver)
+	}
+	if n := l2.Note(); !strings.Contains(n, "took over the lock of node node-sh from run killed-run") || !strings.Contains(n, "is gone") {
+		t.Errorf("note = %q", n)
+	}
+	// The dead run's release (if it ever came back) must not free it.
+	if err := l.Release(ctx); err == nil || !strings.Contains(err.Error(), "held by run next-run") {
+		t.Errorf("release of a taken-over lock: err = %v", err)
+	}
+}
+
+func TestLockRefusesForeignRunID(t *testing.T) {
+	h := newTestHost(t, "sh", HostOptions{RunID: "r1", StateDir: filepath.Join(t.TempDir(), "state")})
+	if _, err := h.Lock(context.Background(), true, NewLockOwner("r2")); err == nil {
+		t.Fatal("lock with another run's owner succeeded")
+	}
+}

@@ -1,0 +1,226 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+)
+
+// The run manifest.
+//
+// Apply appends one line per op to StateDir/backups/<RunID>/MANIFEST before
+// it performs the op (an intent log: a run killed between the two still
+// leaves a line that Rollback can act on). A line is five shell words:
+//
+//	KIND PATH FROM EXISTED BACKUP
+//	write '/etc/containerd/config.toml' '' 1 '/var/lib/nodeconverge/backups/R/etc/containerd/config.toml'
+//	write '/etc/sysctl.d/99-inotify.conf' '' 0 ''
+//	move '/etc/containerd/disabled/zz.toml' '/etc/containerd/conf.d/zz.toml' 0 ''
+//	remove '/etc/x' '' 1 '/var/lib/nodeconverge/backups/R/etc/x'
+//
+// PATH is the file actually changed (a write through a symbolic link names
+// the link's target), FROM the source of a move, EXISTED whether PATH
+// existed before the op, BACKUP where its previous version was kept ("" when
+// the op did not keep one). Words are single-quoted as a shell quotes them,
+// so a line is read back with `eval`; a path containing a newline is
+// refused rather than recorded ambiguously. A line cut short by a crash has
+// no final newline, and `read` drops it, which is right: its op never ran.
+
+// ManifestName is the name of the run manifest inside a run's backup
+// directory.
+const ManifestName = "MANIFEST"
+
+// rollbackPrelude undoes manifest entries. Every undo is idempotent, so a
+// Rollback that failed part way can simply be run again:
+//   - write/remove of a path that existed: restore the backup atomically
+//     (copy into a fresh directory beside the target, rename over it);
+//   - write of a path that did not exist: remove it if it is there;
+//   - move: if the source is gone and the destination is there, move it
+//     back; then restore a destination that existed before. A source that
+//     still exists means the move never happened.
+//
+// Undone paths are printed as O records, failures as X records (the script
+// goes on with the other entries).
+const rollbackPrelude = `_nc_mpush() {
+	if [ "$#" != 5 ]; then
+		echo "nodeconverge: malformed manifest entry ($# words): $*" >&2
+		return 1
+	fi
+	_nc_mn=$((_nc_mn + 1))
+	eval "_nc_mk$_nc_mn=\$1 _nc_mp$_nc_mn=\$2 _nc_mf$_nc_mn=\$3 _nc_me$_nc_mn=\$4 _nc_mb$_nc_mn=\$5"
+}
+_nc_done() {
+	printf 'O %d %d\n%s' "$1" "${#2}" "$2"
+}
+_nc_restore() {
+	if [ ! -e "$2" ] && [ ! -L "$2" ]; then
+		echo "$1: its backup $2 is missing; cannot restore it" >&2
+		return 1
+	fi
+	_nc_dir "$1"
+	[ -d "$_nc_d" ] || mkdir -p -m 0755 -- "$_nc_d" || return 1
+	_nc_rd=$(mktemp -d -- "$_nc_d/.nodeconverge.XXXXXXXX") || return 1
+	_nc_t=$_nc_rd
+	if cp -a -- "$2" "$_nc_rd/f" && _nc_sync "$_nc_rd/f" && mv -f -T -- "$_nc_rd/f" "$1"; then
+		rmdir -- "$_nc_rd"
+		_nc_t=
+		_nc_sync "$_nc_d"
+		return 0
+	fi
+	rm -rf -- "$_nc_rd"
+	_nc_t=
+	return 1
+}
+_nc_undo() {
+	case $1 in
+	write | remove)
+		if [ "$4" = 1 ]; then
+			_nc_b=$5
+			[ -n "$_nc_b" ] || _nc_b=$BK$2
+			if [ ! -e "$_nc_b" ] && [ ! -L "$_nc_b" ]; then
+				echo "$2: the op kept no backup; cannot restore it" >&2
+				return 1
+			fi
+			_nc_restore "$2" "$_nc_b" || return 1
+			_nc_done "$6" "$2"
+		elif [ -e "$2" ] || [ -L "$2" ]; then
+			if [ -d "$2" ] && [ ! -L "$2" ]; then
+				echo "$2 is a directory; refusing to remove it" >&2
+				return 1
+			fi
+			rm -f -- "$2" || return 1
+			_nc_dir "$2"
+			_nc_sync "$_nc_d"
+			_nc_done "$6" "$2"
+		fi
+		;;
+	move)
+		if [ ! -e "$3" ] && [ ! -L "$3" ] && { [ -e "$2" ] || [ -L "$2" ]; }; then
+			_nc_dir "$3"
+			[ -d "$_nc_d" ] || mkdir -p -m 0755 -- "$_nc_d" || return 1
+			mv -f -T -- "$2" "$3" || return 1
+			_nc_sync "$_nc_d"
+			_nc_done "$6" "$3"
+		fi
+		if [ "$4" = 1 ]; then
+			if [ -z "$5" ]; then
+				echo "$2: the move replaced it without a backup; cannot restore it" >&2
+				return 1
+			fi
+			_nc_restore "$2" "$5" || return 1
+			_nc_done "$6" "$2"
+		fi
+		;;
+	*)
+		echo "nodeconverge: unknown manifest op $1" >&2
+		return 1
+		;;
+	esac
+}
+_nc_rollback() {
+	_nc_mn=0
+	[ -f "$BK/MANIFEST" ] || return 0
+	while IFS= read -r _nc_l; do
+		eval "_nc_mpush $_nc_l" > "$T/e" 2>&1 || _nc_fail "$_nc_mn"
+	done < "$BK/MANIFEST"
+	_nc_i=$_nc_mn
+	_nc_bad=0
+	while [ "$_nc_i" -gt 0 ]; do
+		eval "_nc_undo \"\$_nc_mk$_nc_i\" \"\$_nc_mp$_nc_i\" \"\$_nc_mf$_nc_i\" \"\$_nc_me$_nc_i\" \"\$_nc_mb$_nc_i\" $_nc_i" 2> "$T/e" || {
+			_nc_bad=1
+			printf 'X %d %d\n' "$_nc_i" "$(_nc_size "$T/e")"
+			cat -- "$T/e"
+		}
+		_nc_i=$((_nc_i - 1))
+	done
+	# Undone: keep the backups for inspection, but out of the way, so a
+	# later Apply in this run starts a fresh manifest and fresh backups
+	# (a stale "first backup" must not be restored by a second rollback).
+	if [ "$_nc_bad" = 0 ]; then
+		mv -T -- "$BK" "$BK.rolled-back.$(date +%Y%m%dT%H%M%S).$$" || {
+			echo "nodeconverge: move the undone manifest aside failed" > "$T/e"
+			_nc_fail 0
+		}
+	fi
+}
+`
+
+// Rollback undoes every op this run applied on the node outside StateDir, in
+// reverse order and in one round trip: files that existed are restored
+// atomically from the run's backup, files the run created are removed, moved
+// files are moved back. It returns the paths it changed, in the order it
+// changed them. Entries it cannot undo (an op that kept no backup) are
+// reported in the error after every other entry has been undone; the
+// manifest is then kept, so Rollback can be run again. After a complete
+// rollback the run's backup directory is renamed aside
+// (<RunID>.rolled-back.<time>), so a second Rollback does nothing and later
+// Applies of this run start a fresh manifest. A run that applied nothing
+// rolls back nothing.
+func (h *Host) Rollback(ctx context.Context) ([]string, error) {
+	if err := h.checkOptions(); err != nil {
+		return nil, fmt.Errorf("%s: rollback: %w", h.Host(), err)
+	}
+	s := &script{}
+	s.line("BK=" + ShellQuote(h.runBackupDir()))
+	s.body.WriteString(rollbackPrelude)
+	s.line("_nc_rollback")
+	f, _, err := h.run(ctx, "rollback", s)
+	if err != nil {
+		return nil, err
+	}
+	var paths, failures []string
+	seen := map[string]bool{}
+	for {
+		hdr, err := f.header()
+		if err != nil {
+			return paths, fmt.Errorf("%s: rollback: %w", h.Host(), err)
+		}
+		switch hdr[0] {
+		case "O":
+			_, p, err := f.readText(hdr)
+			if err != nil {
+				return paths, fmt.Errorf("%s: rollback: %w", h.Host(), err)
+			}
+			if !seen[p] {
+				seen[p] = true
+				paths = append(paths, p)
+			}
+		case "X":
+			i, msg, err := f.readText(hdr)
+			if err != nil {
+				return paths, fmt.Errorf("%s: rollback: %w", h.Host(), err)
+			}
+			failures = append(failures, fmt.Sprintf("manifest entry %d: %s", i, strings.TrimSpace(msg)))
+		case "Z":
+			if err := f.end(); err != nil {
+				return paths, fmt.Errorf("%s: rollback: %w", h.Host(), err)
+			}
+			if len(failures) > 0 {
+				return paths, fmt.Errorf("%s: rollback of run %s incomplete (run it again after fixing the cause): %s",
+					h.Host(), h.opts.RunID, strings.Join(failures, "; "))
+			}
+			return paths, nil
+		default:
+			return paths, fmt.Errorf("%s: rollback: unexpected %s record", h.Host(), hdr[0])
+		}
+	}
+}
+
+// RunID returns the id of the run this Host records backups and the
+// manifest under.
+func (h *Host) RunID() string { return h.opts.RunID }
+
+// StateDir returns nodeconverge's directory on the node.
+func (h *Host) StateDir() string { return h.opts.StateDir }
+
+// runBackupDir is StateDir/backups/<RunID>, where this run's backups and
+// manifest live.
+func (h *Host) runBackupDir() string {
+	return path.Join(h.opts.StateDir, "backups", h.opts.RunID)
+}
+
+// ManifestPath returns where the run manifest of runID lives on a node.
+func ManifestPath(stateDir, runID string) string {
+	return path.Join(stateDir, "backups", runID, ManifestName)
+}
