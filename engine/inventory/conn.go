@@ -3,6 +3,8 @@ package inventory
 import (
 	"fmt"
 	"strings"
+
+	"nodeconverge/engine/yamlx"
 )
 
 // connInfo derives how to reach a host from its merged vars. The vars were
@@ -47,7 +49,7 @@ func firstString(vars map[string]any, keys ...string) string {
 // "-oProxyJump=x", "-o ProxyJump x", "-o 'ProxyJump x'", "-J x" and "-Jx".
 // The last one given wins, as with ssh's own option parsing of -J.
 func proxyJump(args string) string {
-	words := shellWords(args)
+	words := yamlx.ShellWords(args)
 	jump := ""
 	for i := 0; i < len(words); i++ {
 		w := words[i]
@@ -87,39 +89,4 @@ func proxyJumpOption(opt string) (string, bool) {
 		return "", false
 	}
 	return rest, true
-}
-
-// shellWords splits like a POSIX shell does for simple quoting, which is
-// how Ansible hands ansible_ssh_common_args to ssh.
-func shellWords(s string) []string {
-	var words []string
-	var cur strings.Builder
-	inWord := false
-	var quote rune
-	for _, r := range s {
-		switch {
-		case quote != 0:
-			if r == quote {
-				quote = 0
-			} else {
-				cur.WriteRune(r)
-			}
-		case r == '\'' || r == '"':
-			quote = r
-			inWord = true
-		case r == ' ' || r == '\t' || r == '\n':
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteRune(r)
-			inWord = true
-		}
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"nodeconverge/engine/yamlx"
 )
 
 // ConnInfo is how to reach a host, derived from its ansible_* vars.
@@ -120,9 +122,9 @@ func load(path string, data []byte) (*Inventory, error) {
 	if len(doc.Content) == 0 {
 		return nil, &Error{File: path, Line: 1, Col: 1, Msg: "inventory is empty: expected a mapping of groups, usually starting with `all:`"}
 	}
-	root := deref(doc.Content[0])
+	root := yamlx.Deref(doc.Content[0])
 	if root == nil || root.Kind != yaml.MappingNode {
-		return nil, nodeErr(path, doc.Content[0], "inventory must be a mapping of group names (usually `all:`), got %s", kindName(root))
+		return nil, nodeErr(path, doc.Content[0], "inventory must be a mapping of group names (usually `all:`), got %s", yamlx.KindName(root))
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
@@ -150,9 +152,9 @@ func load(path string, data []byte) (*Inventory, error) {
 // keyName checks that a mapping key is a plain string that was not seen
 // before in the same mapping.
 func (l *loader) keyName(k *yaml.Node, seen map[string]bool, what string) (string, error) {
-	k = deref(k)
+	k = yamlx.Deref(k)
 	if k == nil || k.Kind != yaml.ScalarNode || k.Value == "" {
-		return "", nodeErr(l.file, k, "%s name must be a non-empty string, got %s", what, kindName(k))
+		return "", nodeErr(l.file, k, "%s name must be a non-empty string, got %s", what, yamlx.KindName(k))
 	}
 	if seen[k.Value] {
 		return "", nodeErr(l.file, k, "duplicate key %q", k.Value)
@@ -179,12 +181,12 @@ func (l *loader) parseGroup(name string, at, n *yaml.Node) error {
 		return nodeErr(l.file, at, "inventory too large (more than %d group definitions, aliases included)", maxWork)
 	}
 	g := l.group(name)
-	v := deref(n)
-	if isNull(v) {
+	v := yamlx.Deref(n)
+	if yamlx.IsNull(v) {
 		return nil
 	}
 	if v.Kind != yaml.MappingNode {
-		return nodeErr(l.file, n, "group %q must be a mapping with hosts, children or vars, got %s", name, kindName(v))
+		return nodeErr(l.file, n, "group %q must be a mapping with hosts, children or vars, got %s", name, yamlx.KindName(v))
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(v.Content); i += 2 {
@@ -224,22 +226,22 @@ func (l *loader) parseGroup(name string, at, n *yaml.Node) error {
 				return err
 			}
 		default:
-			return nodeErr(l.file, k, "unknown key %q in group %q: only hosts, children and vars are allowed%s", key, name, didYouMean(key, groupKeys))
+			return nodeErr(l.file, k, "unknown key %q in group %q: only hosts, children and vars are allowed%s", key, name, yamlx.DidYouMean(key, groupKeys))
 		}
 	}
 	return nil
 }
 
 func (l *loader) parseHosts(g *Group, n *yaml.Node) error {
-	v := deref(n)
-	if isNull(v) {
+	v := yamlx.Deref(n)
+	if yamlx.IsNull(v) {
 		return nil
 	}
 	if v.Kind == yaml.SequenceNode {
 		return nodeErr(l.file, n, "hosts of group %q must be a mapping of host names (each `name:` on its own line, vars optional), not a list", g.Name)
 	}
 	if v.Kind != yaml.MappingNode {
-		return nodeErr(l.file, n, "hosts of group %q must be a mapping of host names, got %s", g.Name, kindName(v))
+		return nodeErr(l.file, n, "hosts of group %q must be a mapping of host names, got %s", g.Name, yamlx.KindName(v))
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(v.Content); i += 2 {
@@ -285,12 +287,12 @@ func (l *loader) addHost(g *Group, name string) {
 }
 
 func (l *loader) parseChildren(g *Group, n *yaml.Node) error {
-	v := deref(n)
-	if isNull(v) {
+	v := yamlx.Deref(n)
+	if yamlx.IsNull(v) {
 		return nil
 	}
 	if v.Kind != yaml.MappingNode {
-		return nodeErr(l.file, n, "children of group %q must be a mapping of group names, got %s", g.Name, kindName(v))
+		return nodeErr(l.file, n, "children of group %q must be a mapping of group names, got %s", g.Name, yamlx.KindName(v))
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(v.Content); i += 2 {
@@ -351,19 +353,19 @@ func (l *loader) pathTo(from, to string) []string {
 // varsMapping decodes a vars mapping and checks the connection vars whose
 // type the loader relies on, while their positions are still known.
 func (l *loader) varsMapping(file string, n *yaml.Node, what string) (map[string]any, error) {
-	v := deref(n)
-	if isNull(v) {
+	v := yamlx.Deref(n)
+	if yamlx.IsNull(v) {
 		return map[string]any{}, nil
 	}
 	if v.Kind != yaml.MappingNode {
-		return nil, nodeErr(file, n, "%s: vars must be a mapping, got %s", what, kindName(v))
+		return nil, nodeErr(file, n, "%s: vars must be a mapping, got %s", what, yamlx.KindName(v))
 	}
 	out := map[string]any{}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(v.Content); i += 2 {
-		k, val := deref(v.Content[i]), v.Content[i+1]
+		k, val := yamlx.Deref(v.Content[i]), v.Content[i+1]
 		if k == nil || k.Kind != yaml.ScalarNode {
-			return nil, nodeErr(file, v.Content[i], "%s: variable name must be a string, got %s", what, kindName(k))
+			return nil, nodeErr(file, v.Content[i], "%s: variable name must be a string, got %s", what, yamlx.KindName(k))
 		}
 		if k.Value == "<<" {
 			// A YAML merge key: let yaml.v3 resolve it for the whole

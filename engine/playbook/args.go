@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/yamlx"
 )
 
 var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
@@ -24,8 +25,8 @@ var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
 func (l *loader) args(t *Task, modKey, val *yaml.Node) (*yaml.Node, error) {
 	m, _ := module.Lookup(t.Module)
 	label := taskLabel(t)
-	v := deref(val)
-	if isNull(v) {
+	v := yamlx.Deref(val)
+	if yamlx.IsNull(v) {
 		return nil, l.validateStatic(t, m, nil)
 	}
 	args := val
@@ -38,11 +39,11 @@ func (l *loader) args(t *Task, modKey, val *yaml.Node) (*yaml.Node, error) {
 			v,
 		}}
 		if _, ok := argFields(reflect.TypeOf(m.NewArgs()))["cmd"]; !ok {
-			return nil, nodeErr(l.file, val, "%s: %s: arguments must be a mapping of argument names to values, got %s", label, t.Module, kindName(v))
+			return nil, nodeErr(l.file, val, "%s: %s: arguments must be a mapping of argument names to values, got %s", label, t.Module, yamlx.KindName(v))
 		}
 	case yaml.MappingNode:
 	default:
-		return nil, nodeErr(l.file, val, "%s: %s: arguments must be a mapping of argument names to values, got %s", label, t.Module, kindName(v))
+		return nil, nodeErr(l.file, val, "%s: %s: arguments must be a mapping of argument names to values, got %s", label, t.Module, yamlx.KindName(v))
 	}
 	// Aliases can make a small document expand enormously; bound the
 	// expanded size once so every later walk is bounded too.
@@ -53,10 +54,10 @@ func (l *loader) args(t *Task, modKey, val *yaml.Node) (*yaml.Node, error) {
 	if err := l.checkTemplates(t, args, 0); err != nil {
 		return nil, err
 	}
-	if err := l.checkKeys(t, deref(args), reflect.TypeOf(m.NewArgs()), "", 0); err != nil {
+	if err := l.checkKeys(t, yamlx.Deref(args), reflect.TypeOf(m.NewArgs()), "", 0); err != nil {
 		return nil, err
 	}
-	a := deref(args)
+	a := yamlx.Deref(args)
 	templated := false
 	for i := 0; i+1 < len(a.Content); i += 2 {
 		if hasTemplate(a.Content[i+1], 0) {
@@ -65,7 +66,7 @@ func (l *loader) args(t *Task, modKey, val *yaml.Node) (*yaml.Node, error) {
 		}
 		one := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: a.Content[i : i+2]}
 		if err := decodeArgs(l.file, one, m.NewArgs()); err != nil {
-			return nil, prefixErr(err, fmt.Sprintf("%s: %s: argument %q: ", label, t.Module, deref(a.Content[i]).Value))
+			return nil, prefixErr(err, fmt.Sprintf("%s: %s: argument %q: ", label, t.Module, yamlx.Deref(a.Content[i]).Value))
 		}
 	}
 	if !templated {
@@ -162,7 +163,7 @@ func argFields(t reflect.Type) map[string]field {
 // rejects keys a struct does not have, at any depth. Types with their own
 // UnmarshalYAML are left to it.
 func (l *loader) checkKeys(t *Task, n *yaml.Node, typ reflect.Type, path string, depth int) error {
-	n = deref(n)
+	n = yamlx.Deref(n)
 	if n == nil || typ == nil || depth > 50 {
 		return nil
 	}
@@ -190,16 +191,16 @@ func (l *loader) checkKeys(t *Task, n *yaml.Node, typ reflect.Type, path string,
 		}
 		sort.Strings(names)
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := deref(n.Content[i])
+			k := yamlx.Deref(n.Content[i])
 			if k == nil || k.Kind != yaml.ScalarNode {
-				return nodeErr(l.file, n.Content[i], "%s: %s: argument names must be strings, got %s", taskLabel(t), t.Module, kindName(k))
+				return nodeErr(l.file, n.Content[i], "%s: %s: argument names must be strings, got %s", taskLabel(t), t.Module, yamlx.KindName(k))
 			}
 			if k.Value == "<<" {
 				continue
 			}
 			f, ok := fields[k.Value]
 			if !ok {
-				return nodeErr(l.file, k, "%s: %s: unknown argument %q%s", taskLabel(t), t.Module, path+k.Value, didYouMean(k.Value, names))
+				return nodeErr(l.file, k, "%s: %s: unknown argument %q%s", taskLabel(t), t.Module, path+k.Value, yamlx.DidYouMean(k.Value, names))
 			}
 			if err := l.checkKeys(t, n.Content[i+1], f.typ, path+k.Value+".", depth+1); err != nil {
 				return err
@@ -219,7 +220,7 @@ func (l *loader) checkKeys(t *Task, n *yaml.Node, typ reflect.Type, path string,
 			return nil
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := deref(n.Content[i])
+			k := yamlx.Deref(n.Content[i])
 			name := ""
 			if k != nil {
 				name = k.Value
@@ -235,7 +236,7 @@ func (l *loader) checkKeys(t *Task, n *yaml.Node, typ reflect.Type, path string,
 // checkTemplates parses every template in the arguments so syntax errors
 // surface at load time, not on the first host.
 func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int) error {
-	n = deref(n)
+	n = yamlx.Deref(n)
 	if n == nil || depth > 100 {
 		return nil
 	}
@@ -257,7 +258,7 @@ func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int) error {
 }
 
 func withinSize(n *yaml.Node, count *int, depth int) bool {
-	n = deref(n)
+	n = yamlx.Deref(n)
 	*count++
 	if n == nil || *count > maxNodes || depth > 100 {
 		return n == nil && *count <= maxNodes
@@ -271,7 +272,7 @@ func withinSize(n *yaml.Node, count *int, depth int) bool {
 }
 
 func hasTemplate(n *yaml.Node, depth int) bool {
-	n = deref(n)
+	n = yamlx.Deref(n)
 	if n == nil || depth > 100 {
 		return false
 	}

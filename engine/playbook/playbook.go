@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/yamlx"
 )
 
 // Serial is a play's batch size: a count or a percentage of the play's
@@ -87,9 +88,9 @@ func load(path string, data []byte) ([]*Play, error) {
 	if len(doc.Content) == 0 {
 		return nil, &Error{Pos: Pos{File: path, Line: 1, Col: 1}, Msg: "playbook is empty: expected a list of plays"}
 	}
-	root := deref(doc.Content[0])
+	root := yamlx.Deref(doc.Content[0])
 	if root == nil || root.Kind != yaml.SequenceNode {
-		return nil, nodeErr(path, doc.Content[0], "a playbook must be a list of plays (each starting with `- hosts: …`), got %s", kindName(root))
+		return nil, nodeErr(path, doc.Content[0], "a playbook must be a list of plays (each starting with `- hosts: …`), got %s", yamlx.KindName(root))
 	}
 	l := &loader{file: path, notifyAt: map[*Task][]*yaml.Node{}}
 	var plays []*Play
@@ -107,9 +108,9 @@ func load(path string, data []byte) ([]*Play, error) {
 }
 
 func (l *loader) play(n *yaml.Node) (*Play, error) {
-	v := deref(n)
+	v := yamlx.Deref(n)
 	if v == nil || v.Kind != yaml.MappingNode {
-		return nil, nodeErr(l.file, n, "a play must be a mapping with hosts and tasks, got %s", kindName(v))
+		return nil, nodeErr(l.file, n, "a play must be a mapping with hosts and tasks, got %s", yamlx.KindName(v))
 	}
 	p := &Play{Pos: posOf(l.file, v), File: l.file, Vars: map[string]any{}}
 	seen := map[string]bool{}
@@ -164,7 +165,7 @@ func (l *loader) play(n *yaml.Node) (*Play, error) {
 		case "handlers":
 			handlersNode = val
 		default:
-			return nil, nodeErr(l.file, k, "unknown play key %q%s", key, didYouMean(key, playKeys))
+			return nil, nodeErr(l.file, k, "unknown play key %q%s", key, yamlx.DidYouMean(key, playKeys))
 		}
 	}
 	if !hostsSeen {
@@ -194,7 +195,7 @@ func (l *loader) play(n *yaml.Node) (*Play, error) {
 			if len(handlerNames) == 0 {
 				hint = " (this play has no handlers)"
 			}
-			if s := suggest(name, handlerNames); s != "" {
+			if s := yamlx.Suggest(name, handlerNames); s != "" {
 				hint = fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			return nil, nodeErr(l.file, l.notifyAt[t][i], "notify: no handler named %q%s", name, hint)
@@ -212,9 +213,9 @@ func quoteAll(ss []string) []string {
 }
 
 func (l *loader) key(k *yaml.Node, seen map[string]bool) (string, error) {
-	k = deref(k)
+	k = yamlx.Deref(k)
 	if k == nil || k.Kind != yaml.ScalarNode {
-		return "", nodeErr(l.file, k, "key must be a string, got %s", kindName(k))
+		return "", nodeErr(l.file, k, "key must be a string, got %s", yamlx.KindName(k))
 	}
 	if seen[k.Value] {
 		return "", nodeErr(l.file, k, "duplicate key %q", k.Value)
@@ -224,33 +225,33 @@ func (l *loader) key(k *yaml.Node, seen map[string]bool) (string, error) {
 }
 
 func (l *loader) str(n *yaml.Node, what string) (string, error) {
-	v := deref(n)
-	if isNull(v) {
+	v := yamlx.Deref(n)
+	if yamlx.IsNull(v) {
 		return "", nil
 	}
 	if v.Kind != yaml.ScalarNode {
-		return "", nodeErr(l.file, n, "%s must be a string, got %s", what, kindName(v))
+		return "", nodeErr(l.file, n, "%s must be a string, got %s", what, yamlx.KindName(v))
 	}
 	return v.Value, nil
 }
 
 func (l *loader) hosts(n *yaml.Node) (string, error) {
-	v := deref(n)
+	v := yamlx.Deref(n)
 	var parts []string
 	switch {
-	case v != nil && v.Kind == yaml.ScalarNode && !isNull(v):
+	case v != nil && v.Kind == yaml.ScalarNode && !yamlx.IsNull(v):
 		parts = []string{v.Value}
 	case v != nil && v.Kind == yaml.SequenceNode:
 		// Ansible accepts a list of patterns and joins it.
 		for _, it := range v.Content {
-			s := deref(it)
-			if s == nil || s.Kind != yaml.ScalarNode || isNull(s) {
-				return "", nodeErr(l.file, it, "hosts: each list item must be a pattern string, got %s", kindName(s))
+			s := yamlx.Deref(it)
+			if s == nil || s.Kind != yaml.ScalarNode || yamlx.IsNull(s) {
+				return "", nodeErr(l.file, it, "hosts: each list item must be a pattern string, got %s", yamlx.KindName(s))
 			}
 			parts = append(parts, s.Value)
 		}
 	default:
-		return "", nodeErr(l.file, n, "hosts must be a host pattern such as \"gpu\" or \"gpu:!omen2\", got %s", kindName(v))
+		return "", nodeErr(l.file, n, "hosts must be a host pattern such as \"gpu\" or \"gpu:!omen2\", got %s", yamlx.KindName(v))
 	}
 	s := strings.TrimSpace(strings.Join(parts, ","))
 	if s == "" {
@@ -260,17 +261,17 @@ func (l *loader) hosts(n *yaml.Node) (string, error) {
 }
 
 func (l *loader) vars(n *yaml.Node) (map[string]any, error) {
-	v := deref(n)
-	if isNull(v) {
+	v := yamlx.Deref(n)
+	if yamlx.IsNull(v) {
 		return map[string]any{}, nil
 	}
 	if v.Kind != yaml.MappingNode {
-		return nil, nodeErr(l.file, n, "vars must be a mapping of names to values, got %s", kindName(v))
+		return nil, nodeErr(l.file, n, "vars must be a mapping of names to values, got %s", yamlx.KindName(v))
 	}
 	for i := 0; i < len(v.Content); i += 2 {
-		k := deref(v.Content[i])
+		k := yamlx.Deref(v.Content[i])
 		if k == nil || k.Kind != yaml.ScalarNode || !varNameRe.MatchString(k.Value) && k.Value != "<<" {
-			return nil, nodeErr(l.file, v.Content[i], "variable name must be a word of letters, digits and _, got %s", kindName(k))
+			return nil, nodeErr(l.file, v.Content[i], "variable name must be a word of letters, digits and _, got %s", yamlx.KindName(k))
 		}
 	}
 	x, err := decodeValue(l.file, v)
@@ -285,7 +286,7 @@ func (l *loader) vars(n *yaml.Node) (map[string]any, error) {
 }
 
 func (l *loader) boolean(n *yaml.Node, what string) (bool, error) {
-	v := deref(n)
+	v := yamlx.Deref(n)
 	if v != nil && v.Kind == yaml.ScalarNode {
 		switch strings.ToLower(v.Value) {
 		case "true", "yes", "on":
@@ -294,16 +295,16 @@ func (l *loader) boolean(n *yaml.Node, what string) (bool, error) {
 			return false, nil
 		}
 	}
-	return false, nodeErr(l.file, n, "%s must be true or false, got %s", what, kindName(v))
+	return false, nodeErr(l.file, n, "%s must be true or false, got %s", what, yamlx.KindName(v))
 }
 
 func (l *loader) serial(n *yaml.Node) (Serial, error) {
-	v := deref(n)
+	v := yamlx.Deref(n)
 	if v != nil && v.Kind == yaml.SequenceNode {
 		return Serial{}, nodeErr(l.file, n, "serial: a list of batch sizes is not supported; give one number (3) or percentage (\"30%%\")")
 	}
-	if v == nil || v.Kind != yaml.ScalarNode || isNull(v) {
-		return Serial{}, nodeErr(l.file, n, "serial must be a number of hosts (3) or a percentage (\"30%%\"), got %s", kindName(v))
+	if v == nil || v.Kind != yaml.ScalarNode || yamlx.IsNull(v) {
+		return Serial{}, nodeErr(l.file, n, "serial must be a number of hosts (3) or a percentage (\"30%%\"), got %s", yamlx.KindName(v))
 	}
 	s := strings.TrimSpace(v.Value)
 	if strings.HasSuffix(s, "%") {
@@ -324,9 +325,9 @@ func (l *loader) serial(n *yaml.Node) (Serial, error) {
 }
 
 func (l *loader) percentage(n *yaml.Node) (float64, error) {
-	v := deref(n)
-	if v == nil || v.Kind != yaml.ScalarNode || isNull(v) {
-		return 0, nodeErr(l.file, n, "max_fail_percentage must be a number from 0 to 100, got %s", kindName(v))
+	v := yamlx.Deref(n)
+	if v == nil || v.Kind != yaml.ScalarNode || yamlx.IsNull(v) {
+		return 0, nodeErr(l.file, n, "max_fail_percentage must be a number from 0 to 100, got %s", yamlx.KindName(v))
 	}
 	s := strings.TrimSuffix(strings.TrimSpace(v.Value), "%")
 	f, err := strconv.ParseFloat(s, 64)
@@ -344,12 +345,12 @@ func (l *loader) tasks(n *yaml.Node, handler bool) ([]*Task, error) {
 	if handler {
 		what = "handlers"
 	}
-	v := deref(n)
-	if isNull(v) {
+	v := yamlx.Deref(n)
+	if yamlx.IsNull(v) {
 		return nil, nil
 	}
 	if v.Kind != yaml.SequenceNode {
-		return nil, nodeErr(l.file, n, "%s must be a list, got %s", what, kindName(v))
+		return nil, nodeErr(l.file, n, "%s must be a list, got %s", what, yamlx.KindName(v))
 	}
 	var out []*Task
 	for _, item := range v.Content {
@@ -363,9 +364,9 @@ func (l *loader) tasks(n *yaml.Node, handler bool) ([]*Task, error) {
 }
 
 func (l *loader) task(n *yaml.Node, handler bool) (*Task, error) {
-	v := deref(n)
+	v := yamlx.Deref(n)
 	if v == nil || v.Kind != yaml.MappingNode {
-		return nil, nodeErr(l.file, n, "a task must be a mapping with a name and one module, got %s", kindName(v))
+		return nil, nodeErr(l.file, n, "a task must be a mapping with a name and one module, got %s", yamlx.KindName(v))
 	}
 	t := &Task{Pos: posOf(l.file, v), Handler: handler}
 	seen := map[string]bool{}
@@ -425,7 +426,7 @@ func (l *loader) task(n *yaml.Node, handler bool) (*Task, error) {
 // be: a module name or one of the task keywords.
 func (l *loader) unknownTaskKey(k *yaml.Node, key string, haveModule bool) error {
 	names := module.Names()
-	s := suggest(key, append(append([]string{}, taskKeys...), names...))
+	s := yamlx.Suggest(key, append(append([]string{}, taskKeys...), names...))
 	isModule := func(x string) bool {
 		i := sort.SearchStrings(names, x)
 		return i < len(names) && names[i] == x
@@ -460,8 +461,8 @@ func taskLabel(t *Task) string {
 // stringList reads a string or a list of strings; for tags a string may
 // hold several, separated by commas, as in Ansible.
 func (l *loader) stringList(n *yaml.Node, what string, splitComma bool) ([]string, []*yaml.Node, error) {
-	v := deref(n)
-	if isNull(v) {
+	v := yamlx.Deref(n)
+	if yamlx.IsNull(v) {
 		return nil, nil, nil
 	}
 	var items []*yaml.Node
@@ -471,14 +472,14 @@ func (l *loader) stringList(n *yaml.Node, what string, splitComma bool) ([]strin
 	case yaml.SequenceNode:
 		items = v.Content
 	default:
-		return nil, nil, nodeErr(l.file, n, "%s must be a string or a list of strings, got %s", what, kindName(v))
+		return nil, nil, nodeErr(l.file, n, "%s must be a string or a list of strings, got %s", what, yamlx.KindName(v))
 	}
 	var out []string
 	var at []*yaml.Node
 	for _, it := range items {
-		s := deref(it)
-		if s == nil || s.Kind != yaml.ScalarNode || isNull(s) {
-			return nil, nil, nodeErr(l.file, it, "%s: each item must be a string, got %s", what, kindName(s))
+		s := yamlx.Deref(it)
+		if s == nil || s.Kind != yaml.ScalarNode || yamlx.IsNull(s) {
+			return nil, nil, nodeErr(l.file, it, "%s: each item must be a string, got %s", what, yamlx.KindName(s))
 		}
 		vals := []string{s.Value}
 		if splitComma {

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/yamlx"
 )
 
 var varNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -225,7 +226,7 @@ func keysOf(m map[string]any) []string {
 }
 
 func quotedSuggestion(word string, candidates []string) string {
-	if s := suggest(word, candidates); s != "" {
+	if s := yamlx.Suggest(word, candidates); s != "" {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return ""
@@ -304,7 +305,7 @@ func ParseExtraVars(kvs []string) (map[string]any, error) {
 				out[k] = v
 			}
 		default:
-			words := splitWords(s)
+			words := yamlx.ShellWords(s)
 			if len(words) == 0 {
 				return nil, fmt.Errorf("-e %q: expected key=value, @file.yaml or a {…} mapping", kv)
 			}
@@ -331,14 +332,14 @@ func mappingVars(file string, data []byte) (map[string]any, error) {
 	if len(doc.Content) == 0 {
 		return map[string]any{}, nil
 	}
-	root := deref(doc.Content[0])
+	root := yamlx.Deref(doc.Content[0])
 	if root == nil || root.Kind != yaml.MappingNode {
-		return nil, nodeErr(file, doc.Content[0], "extra vars must be a mapping of names to values, got %s", kindName(root))
+		return nil, nodeErr(file, doc.Content[0], "extra vars must be a mapping of names to values, got %s", yamlx.KindName(root))
 	}
 	for i := 0; i < len(root.Content); i += 2 {
-		k := deref(root.Content[i])
+		k := yamlx.Deref(root.Content[i])
 		if k == nil || k.Kind != yaml.ScalarNode || (!varNameRe.MatchString(k.Value) && k.Value != "<<") {
-			return nil, nodeErr(file, root.Content[i], "extra vars: variable name must be a word of letters, digits and _, got %s", kindName(k))
+			return nil, nodeErr(file, root.Content[i], "extra vars: variable name must be a word of letters, digits and _, got %s", yamlx.KindName(k))
 		}
 	}
 	v, err := decodeValue(file, root)
@@ -350,39 +351,4 @@ func mappingVars(file string, data []byte) (map[string]any, error) {
 		return nil, errors.New("extra vars must be a mapping")
 	}
 	return m, nil
-}
-
-// splitWords splits on blanks, honouring single and double quotes, so
-// -e 'msg="a b" n=1' gives two variables.
-func splitWords(s string) []string {
-	var words []string
-	var cur strings.Builder
-	inWord := false
-	var quote rune
-	for _, r := range s {
-		switch {
-		case quote != 0:
-			if r == quote {
-				quote = 0
-			} else {
-				cur.WriteRune(r)
-			}
-		case r == '\'' || r == '"':
-			quote = r
-			inWord = true
-		case r == ' ' || r == '\t' || r == '\n':
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteRune(r)
-			inWord = true
-		}
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words
 }
