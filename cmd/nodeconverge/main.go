@@ -51,12 +51,15 @@ func root() *cobra.Command {
 func applyCmd() *cobra.Command {
 	var o app.ApplyOptions
 	c := &cobra.Command{
-		Use:   "apply -i INVENTORY PLAYBOOK...",
+		Use:   "apply -i INVENTORY PLAYBOOK... | apply -i INVENTORY PLAN.json",
 		Short: "Converge the hosts of a playbook (with --check: plan only, exit 2 on drift)",
 		Long: `Converge the hosts of a playbook.
 
 Exit codes: 0 success (in check mode: nothing to change), 1 a failure,
-2 check mode only: changes pending (drift), 4 a host unreachable and nothing failed.`,
+2 check mode only: changes pending (drift), 4 a host unreachable and nothing failed.
+
+With --check --out PLAN.json the plan is saved; "apply -i INVENTORY PLAN.json" later
+applies exactly that plan and refuses any host whose files changed since.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Playbooks = args
@@ -82,6 +85,7 @@ Exit codes: 0 success (in check mode: nothing to change), 1 a failure,
 	f.StringVar(&o.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "record unknown host keys (a changed key is always refused)")
 	f.StringVar(&o.SSHConfig, "ssh-config", "", "ssh config file (default ~/.ssh/config)")
+	f.StringVar(&o.Out, "out", "", "with --check: save the plan to FILE (mode 0600; it holds file contents)")
 	f.StringArrayVar(&o.Reports, "report", nil, "write a report: json=FILE (versioned JSON) or prom=FILE (Prometheus textfile); repeatable")
 	f.StringVar(&o.StateDir, "state-dir", "", "state directory on the nodes (default /var/lib/nodeconverge)")
 	must(c.MarkFlagRequired("inventory"))

@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/runner"
+	"nodeconverge/engine/savedplan"
 	"nodeconverge/engine/transport"
 	"nodeconverge/engine/transport/sshconn"
 
@@ -38,6 +40,8 @@ type ApplyOptions struct {
 	StateDir          string
 	// Reports are "json=FILE" or "prom=FILE"; written whatever the outcome.
 	Reports []string
+	// Out, with Check, saves the plan for a later `apply FILE`.
+	Out string
 	Stdout  io.Writer
 }
 
@@ -80,6 +84,38 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	if err != nil {
 		return report.ExitFailed, fmt.Errorf("--extra-vars: %w", err)
 	}
+	writers, err := reportWriters(o.Reports)
+	if err != nil {
+		return report.ExitFailed, err
+	}
+	out := o.Stdout
+	if out == nil {
+		out = os.Stdout
+	}
+	ssh := SSHOptions(o.KnownHosts, o.SSHConfig, o.AcceptNewHostKeys)
+	ropts := runner.Options{
+		Check: o.Check, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra,
+		Dial: Dialer(ssh), IsUnreachable: sshconn.IsUnreachable,
+		HostOptions: transport.HostOptions{StateDir: o.StateDir},
+		Observer:    &report.Human{W: out, Diff: o.Diff, Verbose: o.Verbose},
+	}
+	if len(o.Playbooks) == 1 && savedplan.IsPlanFile(o.Playbooks[0]) {
+		if o.Check || o.Out != "" {
+			return report.ExitFailed, fmt.Errorf("%s is a saved plan: it is applied as it is (no --check, no --out)", o.Playbooks[0])
+		}
+		sp, err := savedplan.Load(o.Playbooks[0])
+		if err != nil {
+			return report.ExitFailed, err
+		}
+		run, err := runner.ApplySaved(ctx, inv, sp, ropts)
+		if err != nil {
+			return report.ExitFailed, err
+		}
+		return finish(run, writers, out)
+	}
+	if o.Out != "" && !o.Check {
+		return report.ExitFailed, errors.New("--out saves a plan and needs --check")
+	}
 	var plays []*playbook.Play
 	for _, pb := range o.Playbooks {
 		ps, err := playbook.Load(pb)
@@ -88,24 +124,25 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 		}
 		plays = append(plays, ps...)
 	}
-	out := o.Stdout
-	if out == nil {
-		out = os.Stdout
-	}
-	writers, err := reportWriters(o.Reports)
+	run, err := runner.Run(ctx, inv, plays, ropts)
 	if err != nil {
 		return report.ExitFailed, err
 	}
-	ssh := SSHOptions(o.KnownHosts, o.SSHConfig, o.AcceptNewHostKeys)
-	run, err := runner.Run(ctx, inv, plays, runner.Options{
-		Check: o.Check, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra,
-		Dial: Dialer(ssh), IsUnreachable: sshconn.IsUnreachable,
-		HostOptions: transport.HostOptions{StateDir: o.StateDir},
-		Observer:    &report.Human{W: out, Diff: o.Diff, Verbose: o.Verbose},
-	})
-	if err != nil {
-		return report.ExitFailed, err
+	if o.Out != "" {
+		sp, err := savedplan.FromRun(run, o.Playbooks)
+		if err != nil {
+			return report.ExitFailed, err
+		}
+		if err := sp.Write(o.Out); err != nil {
+			fmt.Fprintln(out, "ERROR:", err)
+			return report.ExitFailed, nil
+		}
 	}
+	return finish(run, writers, out)
+}
+
+// finish writes the reports and returns the run's exit code.
+func finish(run *report.Run, writers map[string]func(io.Writer, *report.Run) error, out io.Writer) (int, error) {
 	for path, w := range writers {
 		if err := report.WriteFileAtomic(path, func(f io.Writer) error { return w(f, run) }); err != nil {
 			// A report that cannot be written is a failure of the run:

@@ -45,6 +45,10 @@ type TaskResult struct {
 	Duration time.Duration  `json:"duration_ns"`
 	// Because names the tasks whose changes notified this handler.
 	Because []string `json:"because,omitempty"`
+	// Args and Notify are what a saved plan needs to apply and re-check
+	// the task later; they are not part of the report.
+	Args   module.Args `json:"-"`
+	Notify []string    `json:"-"`
 }
 
 // Recap counts a host's task outcomes.

@@ -328,7 +328,8 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 			defer wg.Done()
 			defer func() { <-sem }()
 			start := time.Now()
-			tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Handler: t.Handler}
+			tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Handler: t.Handler,
+				Args: args[s.host.Name], Notify: t.Notify}
 			if because != nil {
 				tr.Because = dedupe(because[s.host.Name])
 			}

@@ -1,0 +1,213 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"nodeconverge/engine/inventory"
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/playbook"
+	"nodeconverge/engine/report"
+	"nodeconverge/engine/savedplan"
+	"nodeconverge/engine/transport"
+)
+
+// ApplySaved applies a saved plan: on each host, exactly the steps check
+// mode planned, after proving that every file the plan was made from is
+// still what it was. A host whose files changed since is refused whole and
+// the others go on.
+func ApplySaved(ctx context.Context, inv *inventory.Inventory, sp *savedplan.Plan, o Options) (*report.Run, error) {
+	if o.Forks <= 0 {
+		o.Forks = 20
+	}
+	if o.RunID == "" {
+		o.RunID = transport.NewRunID(time.Now())
+	}
+	if o.IsUnreachable == nil {
+		o.IsUnreachable = func(error) bool { return false }
+	}
+	o.Check = false
+	var limit map[string]bool
+	if o.Limit != "" {
+		hs, err := inv.Select(o.Limit)
+		if err != nil {
+			return nil, fmt.Errorf("--limit: %w", err)
+		}
+		limit = map[string]bool{}
+		for _, h := range hs {
+			limit[h.Name] = true
+		}
+	}
+	r := &runner{o: o, inv: inv, run: report.NewRun(o.RunID, false), hosts: map[string]*hostState{}}
+	defer r.closeAll()
+	if o.Observer != nil {
+		var names []string
+		for _, hp := range sp.Hosts {
+			names = append(names, hp.Host)
+		}
+		o.Observer.PlayStart("saved plan "+sp.RunID, names)
+	}
+	var emit sync.Mutex
+	sem := make(chan struct{}, o.Forks)
+	var wg sync.WaitGroup
+	for i := range sp.Hosts {
+		hp := &sp.Hosts[i]
+		if limit != nil && !limit[hp.Host] {
+			continue
+		}
+		r.run.Touch(hp.Host)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results := r.applyHost(ctx, hp)
+			// One host's steps print together, not interleaved.
+			emit.Lock()
+			defer emit.Unlock()
+			for _, tr := range results {
+				r.run.Add(tr)
+				if o.Observer != nil {
+					o.Observer.TaskStart(tr.Host+": "+tr.Task, tr.Handler)
+					o.Observer.Result(tr)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r.run.Finished = time.Now().UTC()
+	if o.Observer != nil {
+		o.Observer.Done(r.run)
+	}
+	return r.run, nil
+}
+
+func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*report.TaskResult {
+	one := func(task string, st report.Status, msg string) []*report.TaskResult {
+		return []*report.TaskResult{{Play: "saved plan", Task: task, Host: hp.Host, Status: st, Msg: msg}}
+	}
+	ih, ok := r.inv.Hosts[hp.Host]
+	if !ok {
+		return one("saved plan", report.Failed, fmt.Sprintf("host %s is not in the inventory", hp.Host))
+	}
+	if hp.Failed != "" {
+		return one("saved plan", report.Failed, "not applied: planning failed on this host ("+hp.Failed+"); make a new plan")
+	}
+	if len(hp.Steps) == 0 {
+		return one("saved plan", report.OK, "nothing planned")
+	}
+	s := r.state(ih)
+	h, err := r.connect(ctx, s, nil)
+	if err != nil {
+		st := report.Failed
+		if r.o.IsUnreachable(err) {
+			st = report.Unreachable
+		}
+		return one("connect", st, err.Error())
+	}
+	if msg, err := stale(ctx, h, hp); err != nil {
+		return one("verify fingerprints", report.Failed, err.Error())
+	} else if msg != "" {
+		return one("verify fingerprints", report.Failed, "refusing this host, nothing was changed: "+msg)
+	}
+	var out []*report.TaskResult
+	for i := range hp.Steps {
+		st := &hp.Steps[i]
+		tr := &report.TaskResult{Play: st.Play, Task: st.Task, Module: st.Module, Host: hp.Host, Handler: st.Handler, Because: st.Because}
+		start := time.Now()
+		r.applyStep(ctx, s, tr, st)
+		tr.Duration = time.Since(start)
+		out = append(out, tr)
+		if tr.Status == report.Failed || tr.Status == report.Unreachable {
+			break
+		}
+	}
+	return out
+}
+
+// stale compares the live files with the fingerprints the plan was made
+// from, in one round trip.
+func stale(ctx context.Context, h *transport.Host, hp *savedplan.HostPlan) (string, error) {
+	fp := hp.Fingerprints()
+	paths := make([]string, 0, len(fp))
+	for p := range fp {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	snap, err := h.Query(ctx, transport.Query{Files: paths})
+	if err != nil {
+		return "", fmt.Errorf("read planned files: %w", err)
+	}
+	var changed []string
+	for _, p := range paths {
+		f := snap.File(p)
+		got := ""
+		if f.Exists {
+			got = module.Hash(f.Content)
+		}
+		if got != fp[p] {
+			changed = append(changed, fmt.Sprintf("%s changed since the plan was made (planned from %s, now %s)", p, short(fp[p]), short(got)))
+		}
+	}
+	return strings.Join(changed, "; "), nil
+}
+
+func short(h string) string {
+	if h == "" {
+		return "absent"
+	}
+	return "sha256:" + h[:12]
+}
+
+func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskResult, st *savedplan.Step) {
+	m, ok := module.Lookup(st.Module)
+	if !ok {
+		tr.Status, tr.Msg = report.Failed, fmt.Sprintf("module %q is not registered", st.Module)
+		return
+	}
+	plan := st.Plan
+	tr.Plan = &plan
+	task := &playbook.Task{Name: st.Task, Module: st.Module, Notify: st.Notify, Handler: st.Handler}
+	if err := r.recordOwed(ctx, s, task, &plan); err != nil {
+		r.checkErr(tr, err)
+		return
+	}
+	res, err := m.Apply(ctx, s.h, &plan)
+	if err != nil {
+		r.checkErr(tr, fmt.Errorf("apply: %w", err))
+		return
+	}
+	tr.Result, tr.Status = res, report.Changed
+	if st.Handler {
+		if _, err := s.h.Apply(ctx, []transport.Op{transport.ClearPendingOp(s.h.StateDir(), st.Task)}); err != nil {
+			r.checkErr(tr, fmt.Errorf("clear pending %q: %w", st.Task, err))
+		}
+		return
+	}
+	if isImperative(m) || len(st.Args) == 0 {
+		return
+	}
+	// Converged means re-check is clean, for saved plans too.
+	args := m.NewArgs()
+	if err := json.Unmarshal(st.Args, args); err != nil {
+		tr.Msg = "applied; not re-checked: " + err.Error()
+		return
+	}
+	if err := args.Validate(); err != nil {
+		tr.Msg = "applied; not re-checked: " + err.Error()
+		return
+	}
+	again, err := m.Check(ctx, transport.ReadOnly(s.h), args)
+	if err != nil {
+		r.checkErr(tr, fmt.Errorf("re-check after apply: %w", err))
+		return
+	}
+	if again.Changed() {
+		tr.Status, tr.Msg = report.Failed, "did not converge: after applying the saved plan, check still plans changes"
+	}
+}

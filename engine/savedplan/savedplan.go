@@ -1,0 +1,186 @@
+// Package savedplan is the file `nodeconverge apply --check --out FILE`
+// writes and `nodeconverge apply FILE` applies: every change check mode
+// planned, per host and in order, with the file contents to write and the
+// fingerprints of the live files the plan was made from. Applying it later
+// does exactly that plan, and refuses a host whose files changed since.
+//
+// Unlike the JSON report, a saved plan holds file contents (it must, to
+// apply them), so it is written mode 0600.
+package savedplan
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/report"
+)
+
+// Format identifies a saved plan file.
+const Format = "nodeconverge-plan"
+
+// Version is the saved plan format's version.
+const Version = 1
+
+// Plan is a saved plan.
+type Plan struct {
+	Format    string     `json:"format"`
+	Version   int        `json:"version"`
+	RunID     string     `json:"run_id"`
+	Created   time.Time  `json:"created"`
+	Playbooks []string   `json:"playbooks"`
+	Hosts     []HostPlan `json:"hosts"`
+}
+
+// HostPlan is one host's steps, in the order they run.
+type HostPlan struct {
+	Host string `json:"host"`
+	// Failed is set when planning failed on the host; such a host is never
+	// applied from this plan.
+	Failed string `json:"failed,omitempty"`
+	Steps  []Step `json:"steps"`
+}
+
+// Step is one task (or handler) with its plan.
+type Step struct {
+	Play    string          `json:"play"`
+	Task    string          `json:"task"`
+	Module  string          `json:"module"`
+	Handler bool            `json:"handler,omitempty"`
+	Notify  []string        `json:"notify,omitempty"`
+	Because []string        `json:"because,omitempty"`
+	Args    json.RawMessage `json:"args,omitempty"`
+	Plan    module.Plan     `json:"plan"`
+	// Contents holds Before and After of Plan.Files, index for index;
+	// the plan's own JSON leaves contents out.
+	Contents []Content `json:"contents"`
+}
+
+// Content is one file change's bytes.
+type Content struct {
+	Before []byte `json:"before,omitempty"`
+	After  []byte `json:"after,omitempty"`
+}
+
+// FromRun builds a saved plan from a check-mode run: every step whose plan
+// changes something, including commands and handlers check mode did not
+// run.
+func FromRun(r *report.Run, playbooks []string) (*Plan, error) {
+	if !r.Check {
+		return nil, fmt.Errorf("a saved plan comes from a check-mode run")
+	}
+	sp := &Plan{Format: Format, Version: Version, RunID: r.ID, Created: time.Now().UTC(), Playbooks: playbooks}
+	byHost := map[string]*HostPlan{}
+	for _, h := range r.SortedHosts() {
+		sp.Hosts = append(sp.Hosts, HostPlan{Host: h})
+	}
+	for i := range sp.Hosts {
+		byHost[sp.Hosts[i].Host] = &sp.Hosts[i]
+	}
+	for _, tr := range r.Results {
+		hp := byHost[tr.Host]
+		if hp == nil {
+			continue
+		}
+		switch tr.Status {
+		case report.Failed, report.Unreachable:
+			hp.Failed = fmt.Sprintf("task %q: %s", tr.Task, tr.Msg)
+			continue
+		}
+		if tr.Plan == nil || !tr.Plan.Changed() {
+			continue
+		}
+		args, err := json.Marshal(tr.Args)
+		if err != nil {
+			return nil, fmt.Errorf("save args of %q on %s: %w", tr.Task, tr.Host, err)
+		}
+		st := Step{Play: tr.Play, Task: tr.Task, Module: tr.Module, Handler: tr.Handler, Notify: tr.Notify,
+			Because: tr.Because, Args: args, Plan: *tr.Plan}
+		for _, f := range tr.Plan.Files {
+			st.Contents = append(st.Contents, Content{Before: f.Before, After: f.After})
+		}
+		hp.Steps = append(hp.Steps, st)
+	}
+	return sp, nil
+}
+
+// Write saves the plan, readable only by its owner: it holds file contents.
+func (p *Plan) Write(path string) error {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode plan: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write plan %s: %w", path, err)
+	}
+	return nil
+}
+
+// IsPlanFile reports whether path holds a saved plan (so `apply FILE`
+// knows a plan from a playbook).
+func IsPlanFile(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && b[0] == '{' && bytes.Contains(b[:min(len(b), 200)], []byte(`"`+Format+`"`))
+}
+
+// Load reads a saved plan and restores the file contents into the plans.
+func Load(path string) (*Plan, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	var p Plan
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("%s: not a saved plan: %w", path, err)
+	}
+	if p.Format != Format || p.Version != Version {
+		return nil, fmt.Errorf("%s: format %q version %d; this nodeconverge reads %q version %d", path, p.Format, p.Version, Format, Version)
+	}
+	for hi := range p.Hosts {
+		for si := range p.Hosts[hi].Steps {
+			st := &p.Hosts[hi].Steps[si]
+			if len(st.Contents) != len(st.Plan.Files) {
+				return nil, fmt.Errorf("%s: host %s step %q: %d contents for %d files", path, p.Hosts[hi].Host, st.Task, len(st.Contents), len(st.Plan.Files))
+			}
+			for i := range st.Plan.Files {
+				st.Plan.Files[i].Before = st.Contents[i].Before
+				st.Plan.Files[i].After = st.Contents[i].After
+			}
+		}
+	}
+	return &p, nil
+}
+
+// Fingerprints returns, for every path the host's steps touch, the hash the
+// live file had when the plan was made ("" for a file that did not exist).
+// Only the first step touching a path speaks for the live node; later steps
+// see what earlier ones planned.
+func (hp *HostPlan) Fingerprints() map[string]string {
+	out := map[string]string{}
+	see := func(path, hash string) {
+		if _, ok := out[path]; !ok {
+			out[path] = hash
+		}
+	}
+	for _, st := range hp.Steps {
+		for _, f := range st.Plan.Files {
+			switch f.Action {
+			case module.Move:
+				see(f.From, f.BeforeHash)
+				see(f.Path, "")
+			case module.Create:
+				see(f.Path, "")
+			default:
+				see(f.Path, f.BeforeHash)
+			}
+		}
+	}
+	return out
+}
