@@ -12,30 +12,20 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/redact"
 )
 
 // Redacted replaces the value of every key Redact matches in anything this
 // package returns for display.
-const Redacted = "<redacted>"
-
-// secretSegments are key segments that carry registry credentials in
-// containerd's CRI config (registry.auths.<host>, registry.configs.<host>.auth
-// with password, auth, identitytoken) or in anything a plugin may add.
-var secretSegments = map[string]bool{
-	"auths": true, "auth": true, "password": true, "token": true,
-	"identitytoken": true, "registrytoken": true, "secret": true,
-}
+const Redacted = redact.Placeholder
 
 // Redact reports whether the value at key (a Flatten key) may carry a
-// credential and must never be shown. It errs on the safe side: everything
-// under an `auth` or `auths` table is redacted, usernames included.
+// credential and must never be shown: registry credentials (auths, auth,
+// password, identitytoken, ...) and every key the user listed. It errs on
+// the safe side: everything under an auth table is redacted, usernames
+// included.
 func Redact(key string) bool {
-	for _, seg := range splitKey(key) {
-		if secretSegments[strings.ToLower(seg)] {
-			return true
-		}
-	}
-	return false
+	return redact.Key(key, splitKey(key))
 }
 
 var bareKeyRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
