@@ -68,8 +68,12 @@ func (h *Human) Result(tr *TaskResult) {
 	if len(tr.Because) > 0 {
 		fmt.Fprintf(&b, " (because %s)", strings.Join(tr.Because, ", "))
 	}
-	if tr.Msg != "" {
-		msg := RedactText(strings.TrimRight(tr.Msg, "\n"))
+	msg := tr.Msg
+	if msg == "" && tr.Result != nil {
+		msg = tr.Result.Msg
+	}
+	if msg != "" {
+		msg := RedactText(strings.TrimRight(msg, "\n"))
 		if strings.Contains(msg, "\n") {
 			fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(msg, "\n", "\n    "))
 		} else {

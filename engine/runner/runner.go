@@ -257,8 +257,21 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			}
 		}
 		// Handlers run even after a max_fail stop on the hosts that are
-		// still in: a restart owed for a written file must not be lost.
-		r.flushHandlers(ctx, p, active, notified, args, become)
+		// still in: a restart owed for a written file must not be lost. A
+		// failed handler (a restart that failed its health gates) counts
+		// like a failed task: it is what stops a rolling restart.
+		failedInBatch += r.flushHandlers(ctx, p, active, notified, args, become)
+		var still []*hostState
+		for _, s := range active {
+			if !s.out {
+				still = append(still, s)
+			}
+		}
+		active = still
+		if msg := failLimit(p, failedInBatch, size); msg != "" && !stopped {
+			r.run.AddError(fmt.Sprintf("play %q: %s", p.Name, msg))
+			stopped = true
+		}
 		if stopped {
 			return
 		}
@@ -282,7 +295,7 @@ func failLimit(p *playbook.Play, failed, size int) string {
 	return ""
 }
 
-func (r *runner) flushHandlers(ctx context.Context, p *playbook.Play, active []*hostState, notified map[string]map[string][]string, args rendered, become *bool) {
+func (r *runner) flushHandlers(ctx context.Context, p *playbook.Play, active []*hostState, notified map[string]map[string][]string, args rendered, become *bool) (failed int) {
 	for _, h := range p.Handlers {
 		who := notified[h.Name]
 		for _, s := range active {
@@ -309,9 +322,11 @@ func (r *runner) flushHandlers(ctx context.Context, p *playbook.Play, active []*
 		for i, tr := range results {
 			if tr.Status == report.Failed || tr.Status == report.Unreachable {
 				hs[i].out = true
+				failed++
 			}
 		}
 	}
+	return failed
 }
 
 func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task, hs []*hostState, args map[string]module.Args, become *bool, because map[string][]string) []*report.TaskResult {
@@ -435,10 +450,11 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 		tr.Status = report.OK
 		return
 	case r.o.Check && isImperative(m):
-		would := append(append([]string(nil), plan.Commands...), prefixAll("restart ", plan.Restart)...)
-		tr.Status, tr.Msg = report.Skipped, "check mode does not run this; it would "+strings.Join(would, "; ")
-		if len(plan.Commands) > 0 {
-			tr.Msg = "check mode does not run commands; it would run: " + strings.Join(would, "; ")
+		tr.Status = report.Skipped
+		if len(plan.Restart) > 0 {
+			tr.Msg = "check mode restarts nothing; it would restart " + strings.Join(plan.Restart, ", ")
+		} else {
+			tr.Msg = "check mode does not run commands; it would run: " + strings.Join(plan.Commands, "; ")
 		}
 		return
 	case r.o.Check:
@@ -520,14 +536,6 @@ func (r *runner) checkErr(tr *report.TaskResult, err error) {
 	if errors.As(err, &ve) && tr.Plan == nil {
 		tr.Plan = &module.Plan{Evidence: ve.Evidence}
 	}
-}
-
-func prefixAll(p string, ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = p + s
-	}
-	return out
 }
 
 func isImperative(m module.Module) bool {

@@ -7,5 +7,7 @@ import (
 	_ "nodeconverge/modules/command"
 	_ "nodeconverge/modules/containerd_dropins"
 	_ "nodeconverge/modules/containerd_nvidia"
+	_ "nodeconverge/modules/containerd_restart"
 	_ "nodeconverge/modules/copy"
+	_ "nodeconverge/modules/sysctl"
 )

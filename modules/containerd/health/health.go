@@ -1,0 +1,261 @@
+// Package health gates a containerd restart on what the workload needs, not
+// on what `systemctl is-active` says: the unit is active, the CRI plugin (and
+// on 2.x the io.containerd.cri.v1 runtime and images plugins) loaded with
+// status ok, and every runtime the play expects is in the effective
+// configuration. The incident's aftershock was a daemon that was "active"
+// while its CRI plugin had failed with "too many open files".
+package health
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"nodeconverge/engine/transport"
+)
+
+// Options say what to check and how long to wait.
+type Options struct {
+	Service    string        // systemd unit, e.g. containerd
+	Address    string        // containerd socket
+	Ctr        string        // ctr binary
+	Containerd string        // containerd binary, for `config dump`
+	Config     string        // main config file the daemon runs with
+	Runtimes   []string      // runtimes the play expects
+	Timeout    time.Duration // deadline for the unit and the CRI plugin
+}
+
+// Report is one gate round.
+type Report struct {
+	// UnitState is the last `systemctl is-active` answer.
+	UnitState string `json:"unit_state"`
+	// Plugins maps "TYPE ID" of the CRI plugins to their STATUS as `ctr
+	// plugins ls` printed them last.
+	Plugins map[string]string `json:"plugins,omitempty"`
+	// PluginError is the error text `ctr plugins ls -d` gave for a CRI
+	// plugin that did not load.
+	PluginError string `json:"plugin_error,omitempty"`
+	// Runtimes found in the effective config, and those missing.
+	Runtimes        []string `json:"runtimes,omitempty"`
+	MissingRuntimes []string `json:"missing_runtimes,omitempty"`
+	// Failure says which gate failed and why; "" when all passed.
+	Failure string `json:"failure,omitempty"`
+	// Hint is advice for a known failure.
+	Hint    string        `json:"hint,omitempty"`
+	Elapsed time.Duration `json:"elapsed"`
+}
+
+// OK reports whether every gate passed.
+func (r *Report) OK() bool { return r != nil && r.Failure == "" }
+
+// String is the report as one line for messages.
+func (r *Report) String() string {
+	if r == nil {
+		return "no gate result"
+	}
+	if r.OK() {
+		return fmt.Sprintf("healthy after %s: unit %s; %s; runtimes %s present",
+			r.Elapsed.Round(10*time.Millisecond), r.UnitState, r.plugins(), strings.Join(r.Runtimes, ", "))
+	}
+	s := r.Failure
+	if r.Hint != "" {
+		s += " (hint: " + r.Hint + ")"
+	}
+	return s
+}
+
+func (r *Report) plugins() string {
+	keys := make([]string, 0, len(r.Plugins))
+	for k := range r.Plugins {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + " " + r.Plugins[k]
+	}
+	if len(parts) == 0 {
+		return "no CRI plugin listed"
+	}
+	return "CRI plugins: " + strings.Join(parts, ", ")
+}
+
+// pollScript waits, on the node, until the unit is active and the CRI rows
+// of `ctr plugins ls` are all ok (exit 0), one of them is error or skip
+// (exit 1: plugin loading is decided at daemon start, so it will not
+// improve), or the deadline passes (exit 2). It prints the last unit state
+// and CRI rows either way.
+const pollScript = `end=$(( $(date +%s) + $4 ))
+state=
+rows=
+while :; do
+	state=$(systemctl is-active "$1" 2>/dev/null)
+	if [ "$state" = active ] && out=$("$3" --address "$2" --connect-timeout 1s plugins ls 2>&1); then
+		rows=$(printf '%s\n' "$out" | awk '($1 == "io.containerd.grpc.v1" && $2 == "cri") || ($1 == "io.containerd.cri.v1" && ($2 == "runtime" || $2 == "images")) { print $1 " " $2 " " $NF }')
+		if [ -n "$rows" ]; then
+			if printf '%s\n' "$rows" | grep -q -e ' error$' -e ' skip$'; then
+				printf 'state=%s\n%s\n' "$state" "$rows"
+				exit 1
+			fi
+			if ! printf '%s\n' "$rows" | grep -q -v ' ok$'; then
+				printf 'state=%s\n%s\n' "$state" "$rows"
+				exit 0
+			fi
+		fi
+	fi
+	if [ "$(date +%s)" -ge "$end" ]; then
+		printf 'state=%s\n%s\n' "$state" "$rows"
+		exit 2
+	fi
+	sleep 0.2
+done`
+
+// TooManyOpenFilesHint is the advice for the incident's aftershock.
+const TooManyOpenFilesHint = "raise fs.inotify.max_user_instances (the incident needed 8192; the sysctl module sets it) and restart containerd"
+
+// hintFor returns advice for a known plugin error, "" for others.
+func hintFor(pluginErr string) string {
+	if strings.Contains(strings.ToLower(pluginErr), "too many open files") {
+		return TooManyOpenFilesHint
+	}
+	return ""
+}
+
+// Gate runs one gate round in one round trip: it polls the unit and the CRI
+// plugins on the node until they pass, fail for good or the deadline
+// passes, then reads the plugin error text and the effective config.
+func Gate(ctx context.Context, h transport.Reader, o Options) (*Report, error) {
+	start := time.Now()
+	secs := int(math.Ceil(o.Timeout.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	ctr := []string{o.Ctr, "--address", o.Address, "--connect-timeout", "1s", "plugins", "ls", "-d"}
+	snap, err := h.Query(ctx, transport.Query{Cmds: []transport.Cmd{
+		{Argv: []string{"sh", "-c", pollScript, "gate", o.Service, o.Address, o.Ctr, fmt.Sprint(secs)}},
+		{Argv: append(append([]string(nil), ctr...), "id==cri")},
+		{Argv: append(append([]string(nil), ctr...), "type==io.containerd.cri.v1")},
+		{Argv: []string{o.Containerd, "--config", o.Config, "config", "dump"}},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("health gates: %w", err)
+	}
+	r := &Report{Plugins: map[string]string{}}
+	poll := snap.Cmds[0]
+	for _, line := range strings.Split(strings.TrimSpace(string(poll.Stdout)), "\n") {
+		if s, ok := strings.CutPrefix(line, "state="); ok {
+			r.UnitState = s
+			continue
+		}
+		if f := strings.Fields(line); len(f) == 3 {
+			r.Plugins[f[0]+" "+f[1]] = f[2]
+		}
+	}
+	if r.UnitState == "" {
+		r.UnitState = "unknown"
+	}
+	switch poll.ExitCode {
+	case 0:
+	case 1:
+		r.PluginError = pluginError(string(snap.Cmds[1].Stdout) + string(snap.Cmds[2].Stdout))
+		r.Failure = fmt.Sprintf("CRI plugin did not load: %s", r.plugins())
+		if r.PluginError != "" {
+			r.Failure += ": " + r.PluginError
+		}
+		r.Hint = hintFor(r.PluginError)
+	case 2:
+		if r.UnitState != "active" {
+			r.Failure = fmt.Sprintf("%s not active after %ds (last state %q)", o.Service, secs, r.UnitState)
+		} else {
+			r.Failure = fmt.Sprintf("CRI plugin not ok after %ds: %s", secs, r.plugins())
+		}
+	default:
+		r.Failure = fmt.Sprintf("gate script exited %d: %s", poll.ExitCode, strings.TrimSpace(string(poll.Stderr)))
+	}
+	if r.Failure == "" {
+		dump := snap.Cmds[3]
+		if !dump.OK() {
+			r.Failure = fmt.Sprintf("%s --config %s config dump exited %d: %s", o.Containerd, o.Config, dump.ExitCode, strings.TrimSpace(string(dump.Stderr)))
+		} else if r.Runtimes, err = runtimes(dump.Stdout); err != nil {
+			r.Failure = fmt.Sprintf("read the effective config: %v", err)
+		} else {
+			have := map[string]bool{}
+			for _, n := range r.Runtimes {
+				have[n] = true
+			}
+			for _, n := range o.Runtimes {
+				if !have[n] {
+					r.MissingRuntimes = append(r.MissingRuntimes, n)
+				}
+			}
+			if len(r.MissingRuntimes) > 0 {
+				r.Failure = fmt.Sprintf("runtimes %s missing from the effective config (it has %s)",
+					strings.Join(r.MissingRuntimes, ", "), strings.Join(r.Runtimes, ", "))
+			}
+		}
+	}
+	r.Elapsed = time.Since(start)
+	return r, nil
+}
+
+// pluginError picks the reason out of `ctr plugins ls -d`: the Message
+// lines of its Error blocks.
+func pluginError(out string) string {
+	var msgs []string
+	for _, line := range strings.Split(out, "\n") {
+		if m, ok := strings.CutPrefix(strings.TrimSpace(line), "Message:"); ok {
+			if m = strings.TrimSpace(m); m != "" && !contains(msgs, m) {
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// runtimes lists the CRI runtimes of a `config dump`: under
+// io.containerd.grpc.v1.cri for config version 2 (containerd 1.x), under
+// io.containerd.cri.v1.runtime for versions 3 and 4 (2.x).
+func runtimes(dump []byte) ([]string, error) {
+	var cfg map[string]any
+	if err := toml.Unmarshal(dump, &cfg); err != nil {
+		return nil, fmt.Errorf("parse config dump: %w", err)
+	}
+	plugin := "io.containerd.cri.v1.runtime"
+	if v, ok := cfg["version"].(int64); ok && v <= 2 {
+		plugin = "io.containerd.grpc.v1.cri"
+	}
+	node := any(cfg)
+	for _, k := range []string{"plugins", plugin, "containerd", "runtimes"} {
+		m, ok := node.(map[string]any)
+		if !ok {
+			return nil, nil
+		}
+		if node, ok = m[k]; !ok {
+			return nil, nil
+		}
+	}
+	m, ok := node.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("plugins.%q.containerd.runtimes is not a table", plugin)
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out, nil
+}
