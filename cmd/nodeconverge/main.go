@@ -64,6 +64,7 @@ applies exactly that plan and refuses any host whose files changed since.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Playbooks = args
 			o.Stdout = cmd.OutOrStdout()
+			o.Stderr = cmd.ErrOrStderr()
 			code, err := app.Apply(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -87,6 +88,7 @@ applies exactly that plan and refuses any host whose files changed since.`,
 	f.StringVar(&o.SSHConfig, "ssh-config", "", "ssh config file (default ~/.ssh/config)")
 	f.StringVar(&o.Out, "out", "", "with --check: save the plan to FILE (mode 0600; it holds file contents)")
 	f.StringArrayVar(&o.Reports, "report", nil, "write a report: json=FILE (versioned JSON) or prom=FILE (Prometheus textfile); repeatable")
+	f.BoolVarP(&o.Quiet, "quiet", "q", false, "print only failures, run errors and the recap; no progress line")
 	f.StringVar(&o.StateDir, "state-dir", "", "state directory on the nodes (default /var/lib/nodeconverge)")
 	must(c.MarkFlagRequired("inventory"))
 	return c

@@ -42,7 +42,13 @@ type ApplyOptions struct {
 	Reports []string
 	// Out, with Check, saves the plan for a later `apply FILE`.
 	Out string
-	Stdout  io.Writer
+	// Quiet prints only failures, run errors and the recap, and never a
+	// progress line (--quiet, for cron mail).
+	Quiet  bool
+	Stdout io.Writer
+	// Stderr gets the live "TASK [x]: done/total hosts" line when it is a
+	// terminal; nil or anything else gets nothing.
+	Stderr io.Writer
 }
 
 // SSHOptions builds the transport options shared by every command that
@@ -97,7 +103,7 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 		Check: o.Check, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra,
 		Dial: Dialer(ssh), IsUnreachable: sshconn.IsUnreachable,
 		HostOptions: transport.HostOptions{StateDir: o.StateDir},
-		Observer:    &report.Human{W: out, Diff: o.Diff, Verbose: o.Verbose},
+		Observer:    observer(o, out),
 	}
 	if len(o.Playbooks) == 1 && savedplan.IsPlanFile(o.Playbooks[0]) {
 		if o.Check || o.Out != "" {
@@ -154,6 +160,19 @@ func finish(run *report.Run, writers map[string]func(io.Writer, *report.Run) err
 	return run.ExitCode(), nil
 }
 
+// observer builds the human output: everything, --quiet's failures and
+// recap, or everything under a progress line on an interactive stderr.
+func observer(o ApplyOptions, out io.Writer) report.Observer {
+	human := &report.Human{W: out, Diff: o.Diff, Verbose: o.Verbose}
+	switch {
+	case o.Quiet:
+		return &report.Quiet{Next: human}
+	case o.Stderr != nil && report.IsTerminal(o.Stderr):
+		return &report.Progress{W: o.Stderr, TTY: true, Next: human}
+	}
+	return human
+}
+
 // reportWriters parses --report values before the run, so a typo does not
 // cost a whole fleet run.
 func reportWriters(specs []string) (map[string]func(io.Writer, *report.Run) error, error) {
@@ -167,7 +186,8 @@ func reportWriters(specs []string) (map[string]func(io.Writer, *report.Run) erro
 		case "json":
 			out[path] = report.WriteJSON
 		case "prom":
-			out[path] = report.WriteProm
+			prev := report.PreviousSuccess(path)
+			out[path] = func(w io.Writer, r *report.Run) error { return report.WritePromSince(w, r, prev) }
 		default:
 			return nil, fmt.Errorf("--report %q: unknown format %q (json, prom)", s, kind)
 		}

@@ -37,7 +37,39 @@ func WriteJSON(w io.Writer, r *Run) error {
 // WriteProm writes a Prometheus textfile for node_exporter's textfile
 // collector: per host drift, failure, unreachability and, when the host is
 // in sync, the time of this success.
-func WriteProm(w io.Writer, r *Run) error {
+func WriteProm(w io.Writer, r *Run) error { return WritePromSince(w, r, nil) }
+
+// PreviousSuccess reads the last-success timestamps of an earlier textfile
+// (a missing or unreadable file gives none), so a host that keeps drifting
+// keeps its old timestamp and the series ages instead of vanishing: that
+// is what makes `time() - nodeconverge_last_success_timestamp_seconds`
+// alert on a node that has not been in sync for a day.
+func PreviousSuccess(path string) map[string]int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, `nodeconverge_last_success_timestamp_seconds{host="`)
+		if !ok {
+			continue
+		}
+		host, val, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		var ts int64
+		if _, err := fmt.Sscan(val, &ts); err == nil {
+			out[host] = ts
+		}
+	}
+	return out
+}
+
+// WritePromSince is WriteProm carrying forward the previous last-success
+// timestamps of hosts that are not in sync now.
+func WritePromSince(w io.Writer, r *Run, previous map[string]int64) error {
 	var b strings.Builder
 	b.WriteString("# HELP nodeconverge_drift 1 when the host has pending changes (check mode) or was changed (apply).\n# TYPE nodeconverge_drift gauge\n")
 	hosts := r.SortedHosts()
@@ -56,8 +88,11 @@ func WriteProm(w io.Writer, r *Run) error {
 	b.WriteString("# HELP nodeconverge_last_success_timestamp_seconds End of the last run in which the host had no failure and no drift.\n# TYPE nodeconverge_last_success_timestamp_seconds gauge\n")
 	for _, h := range hosts {
 		rc := r.Recap[h]
-		if rc.Failed == 0 && rc.Unreachable == 0 && (rc.Changed == 0 || !r.Check) {
+		switch {
+		case rc.Failed == 0 && rc.Unreachable == 0 && (rc.Changed == 0 || !r.Check):
 			fmt.Fprintf(&b, "nodeconverge_last_success_timestamp_seconds{host=%q} %d\n", h, r.Finished.Unix())
+		case previous[h] > 0:
+			fmt.Fprintf(&b, "nodeconverge_last_success_timestamp_seconds{host=%q} %d\n", h, previous[h])
 		}
 	}
 	fmt.Fprintf(&b, "# HELP nodeconverge_run_exit_code Exit code of the last run.\n# TYPE nodeconverge_run_exit_code gauge\nnodeconverge_run_exit_code %d\n", r.ExitCode())

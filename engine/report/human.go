@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -73,7 +74,7 @@ func (h *Human) Result(tr *TaskResult) {
 		msg = tr.Result.Msg
 	}
 	if msg != "" {
-		msg := RedactText(strings.TrimRight(msg, "\n"))
+		msg := sanitize(RedactText(strings.TrimRight(msg, "\n")))
 		if strings.Contains(msg, "\n") {
 			fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(msg, "\n", "\n    "))
 		} else {
@@ -81,7 +82,7 @@ func (h *Human) Result(tr *TaskResult) {
 		}
 	}
 	if tr.Result != nil && tr.Result.Output != "" && h.Verbose {
-		fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(tr.Result.Output, "\n", "\n    "))
+		fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(sanitize(RedactText(tr.Result.Output)), "\n", "\n    "))
 	}
 	b.WriteString("\n")
 	if tr.Plan != nil && h.Verbose {
@@ -158,6 +159,21 @@ func PlanDiff(host string, p *module.Plan) string {
 		}
 	}
 	return b.String()
+}
+
+var ansiSeq = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
+
+// sanitize drops control characters (colour codes, carriage returns) that a
+// remote tool printed, so piped output stays plain text and a node cannot
+// redraw the operator's terminal.
+func sanitize(s string) string {
+	s = ansiSeq.ReplaceAllString(s, "")
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || r >= 0x20 && r != 0x7f {
+			return r
+		}
+		return -1
+	}, s)
 }
 
 func isZeroValue(v string) bool {

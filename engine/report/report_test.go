@@ -1,12 +1,16 @@
 package report
 
 import (
-	"bufio"
 	"bytes"
-	"regexp"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"nodeconverge/engine/module"
 )
@@ -35,10 +39,6 @@ func TestPlanDiffRedacts(t *testing.T) {
 	}
 }
 
-// promLine is the text exposition format's sample line: name, optional
-// labels, a float value.
-var promLine = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*"(,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")*\})? -?[0-9.eE+-]+$`)
-
 func TestPromTextfileParses(t *testing.T) {
 	r := NewRun("id", true)
 	r.Add(&TaskResult{Host: "nuc1", Status: Changed})
@@ -49,29 +49,32 @@ func TestPromTextfileParses(t *testing.T) {
 	if err := WriteProm(&b, r); err != nil {
 		t.Fatal(err)
 	}
-	typed := map[string]bool{}
+	// Parse with Prometheus' own text-format parser (the one node_exporter's
+	// textfile collector uses), so the file is checked against the format's
+	// rules rather than our reading of them.
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(&b)
+	if err != nil {
+		t.Fatalf("textfile does not parse: %v\n%s", err, b.String())
+	}
 	values := map[string]string{}
-	sc := bufio.NewScanner(&b)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "# TYPE "):
-			f := strings.Fields(line)
-			if len(f) != 4 || f[3] != "gauge" {
-				t.Fatalf("bad TYPE line %q", line)
+	for name, mf := range families {
+		if mf.GetType() != dto.MetricType_GAUGE {
+			t.Errorf("%s is %v, want gauge", name, mf.GetType())
+		}
+		if mf.GetHelp() == "" {
+			t.Errorf("%s has no HELP", name)
+		}
+		for _, m := range mf.GetMetric() {
+			key := name
+			if lp := m.GetLabel(); len(lp) > 0 {
+				var ls []string
+				for _, l := range lp {
+					ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+				}
+				key += "{" + strings.Join(ls, ",") + "}"
 			}
-			typed[f[2]] = true
-		case strings.HasPrefix(line, "# HELP "):
-		default:
-			if !promLine.MatchString(line) {
-				t.Fatalf("not a valid sample line: %q", line)
-			}
-			name := line[:strings.IndexAny(line, "{ ")]
-			if !typed[name] {
-				t.Fatalf("sample %q before its TYPE line", line)
-			}
-			sp := strings.LastIndex(line, " ")
-			values[line[:sp]] = line[sp+1:]
+			values[key] = strconv.FormatFloat(m.GetGauge().GetValue(), 'f', -1, 64)
 		}
 	}
 	want := map[string]string{
@@ -88,5 +91,24 @@ func TestPromTextfileParses(t *testing.T) {
 	}
 	if _, ok := values[`nodeconverge_last_success_timestamp_seconds{host="nuc1"}`]; ok {
 		t.Errorf("a drifted host must not get a success timestamp in check mode")
+	}
+}
+
+func TestPromCarriesLastSuccessForward(t *testing.T) {
+	r := NewRun("id", true)
+	r.Add(&TaskResult{Host: "nuc1", Status: Changed})
+	r.Finished = time.Unix(1764460000, 0)
+	var b bytes.Buffer
+	if err := WritePromSince(&b, r, map[string]int64{"nuc1": 1764450000}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `nodeconverge_last_success_timestamp_seconds{host="nuc1"} 1764450000`) {
+		t.Fatalf("a drifting host must keep its previous success time:\n%s", b.String())
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	if got := sanitize("\x1b[31mred\x1b[0m\r\nok\tx"); got != "red\nok\tx" {
+		t.Fatalf("sanitize = %q", got)
 	}
 }

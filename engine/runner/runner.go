@@ -332,6 +332,9 @@ func (r *runner) flushHandlers(ctx context.Context, p *playbook.Play, active []*
 func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task, hs []*hostState, args map[string]module.Args, become *bool, because map[string][]string) []*report.TaskResult {
 	if r.o.Observer != nil {
 		r.o.Observer.TaskStart(t.Name, t.Handler)
+		if ts, ok := r.o.Observer.(report.TaskSizer); ok {
+			ts.TaskHosts(len(hs))
+		}
 	}
 	results := make([]*report.TaskResult, len(hs))
 	sem := make(chan struct{}, r.o.Forks)

@@ -47,6 +47,8 @@ type Host struct {
 	conn Conn
 	opts HostOptions
 
+	cache readCache
+
 	roundTrips atomic.Int64
 	sent       atomic.Int64
 	received   atomic.Int64
@@ -116,12 +118,12 @@ func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *CmdRe
 	return &frames{b: res.Stdout}, res, nil
 }
 
-// Query reads files, expands globs and runs read-only commands in one round
+// query reads files, expands globs and runs read-only commands in one round
 // trip. Globs are expanded by the node's shell in the C locale, so matches
 // sort bytewise and, as in any shell, `*` does not match a leading dot (ask
 // for `dir/.*.toml` as well to see hidden files). A path that exists but
 // cannot be read fails the Query with a *ReadError.
-func (h *Host) Query(ctx context.Context, q Query) (*Snapshot, error) {
+func (h *Host) query(ctx context.Context, q Query) (*Snapshot, error) {
 	s := &script{}
 	// Present paths collect in the positional parameters as copy/path
 	// pairs for _nc_emit; see prelude.
@@ -245,12 +247,12 @@ func checkQueryPath(p string) error {
 	return checkNUL(p)
 }
 
-// Stage lays the files out in a fresh scratch directory (mode 0700, under
+// stage lays the files out in a fresh scratch directory (mode 0700, under
 // the node's temporary directory), exports its path as SCRATCH, runs the
 // commands in order inside it, and removes it however the script ends. Every
 // command runs even when an earlier one failed; the caller judges the
 // results.
-func (h *Host) Stage(ctx context.Context, r StageRequest) ([]*CmdResult, error) {
+func (h *Host) stage(ctx context.Context, r StageRequest) ([]*CmdResult, error) {
 	names := make([]string, 0, len(r.Files))
 	for name := range r.Files {
 		if err := checkRelPath(name); err != nil {
@@ -383,6 +385,7 @@ func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 	if len(ops) == 0 {
 		return nil, nil
 	}
+	h.cache.clear()
 	if err := h.checkOptions(); err != nil {
 		return nil, fmt.Errorf("%s: apply: %w", h.Host(), err)
 	}
@@ -502,6 +505,7 @@ func (h *Host) checkOptions() error {
 // error. Commands run with LC_ALL=C, so their output does not depend on
 // the node's locale.
 func (h *Host) Exec(ctx context.Context, c Cmd) (*CmdResult, error) {
+	h.cache.clear()
 	s := &script{}
 	if err := s.cmd(0, c); err != nil {
 		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)

@@ -158,6 +158,7 @@ _nc_rollback() {
 // Applies of this run start a fresh manifest. A run that applied nothing
 // rolls back nothing.
 func (h *Host) Rollback(ctx context.Context) ([]string, error) {
+	h.cache.clear()
 	if err := h.checkOptions(); err != nil {
 		return nil, fmt.Errorf("%s: rollback: %w", h.Host(), err)
 	}

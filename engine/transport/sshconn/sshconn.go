@@ -106,9 +106,9 @@ type conn struct {
 	jumps     []*ssh.Client // in connection order; closed in reverse
 	sessions  chan struct{}
 
-	headMu    sync.Mutex
-	headKnown bool
-	headExact bool
+	// forceDD makes sessions use the portable dd reader even where head
+	// is exact; tests use it to prove dd round-trips every byte.
+	forceDD bool
 
 	stop        chan struct{}
 	closeOnce   sync.Once
@@ -516,14 +516,15 @@ func (c *conn) run(ctx context.Context, script string, stdin []byte, sudoUser st
 	payload := script + "\n" + endMarker + "\n"
 	reader := "cat"
 	if len(stdin) > 0 {
-		exact, err := c.exactHead(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if exact {
-			reader = "head -c " + strconv.Itoa(len(payload))
-		} else {
-			reader = "dd bs=1 count=" + strconv.Itoa(len(payload)) + " 2>/dev/null"
+		// Decided on the node in the same session: GNU head stops at the
+		// byte count, busybox reads ahead and would swallow the caller's
+		// stdin, so it gets the slower exact dd. A separate probe session
+		// would cost a round trip per host.
+		n := strconv.Itoa(len(payload))
+		reader = `if [ "$(printf ab | { head -c 1 >/dev/null 2>&1; cat; })" = b ]; then head -c ` + n +
+			`; else dd bs=1 count=` + n + ` 2>/dev/null; fi`
+		if c.forceDD {
+			reader = `dd bs=1 count=` + n + ` 2>/dev/null`
 		}
 	}
 	sess, err := c.newSession(ctx)
@@ -685,24 +686,6 @@ func (c *conn) openSession(ctx context.Context) (*ssh.Session, error) {
 		}()
 		return nil, fmt.Errorf("run on %s: %w", c.name, ctx.Err())
 	}
-}
-
-// exactHead reports, once per connection, whether the node's `head -c`
-// stops reading at the byte count (GNU does; busybox reads a stdio buffer
-// ahead, which would swallow the caller's stdin).
-func (c *conn) exactHead(ctx context.Context) (bool, error) {
-	c.headMu.Lock()
-	defer c.headMu.Unlock()
-	if c.headKnown {
-		return c.headExact, nil
-	}
-	res, err := c.runProbe(ctx, `printf ab | { head -c 1 >/dev/null 2>&1; cat; }`, "")
-	if err != nil {
-		return false, fmt.Errorf("probe head on %s: %w", c.name, err)
-	}
-	c.headKnown = true
-	c.headExact = string(res.Stdout) == "b"
-	return c.headExact, nil
 }
 
 // runProbe runs a short helper script (as the login user, or through sudo
