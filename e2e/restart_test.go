@@ -65,6 +65,27 @@ func TestShippedPlaybookRestartsOnce(t *testing.T) {
 			t.Errorf("%s: containerd restarted by the second run (%s -> %s)", n.Name, after[n.Name], p)
 		}
 	}
+
+	// A nightly drift run on converged nodes: one TCP connection per host
+	// and at most 3 SSH sessions (read ahead, ablation dump, candidate
+	// dump), counted by each node's sshd.
+	for _, n := range l.Nodes {
+		if err := os.Truncate(l.Node(t, n.Name).Root+"/sshd.log", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = nc(t, append([]string{"apply", "--check"}, labArgs(l, shippedPlaybook())...)...)
+	wantCode(t, r, 0)
+	for _, n := range l.Nodes {
+		b, err := os.ReadFile(l.Node(t, n.Name).Root + "/sshd.log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns, sessions := strings.Count(string(b), "Connection from"), strings.Count(string(b), "session: command")
+		if conns != 1 || sessions > 3 {
+			t.Errorf("%s: drift run used %d connections and %d sessions; want 1 and at most 3", n.Name, conns, sessions)
+		}
+	}
 }
 
 // TestFailedHealthGateRollsBack: a change after which the CRI plugin cannot

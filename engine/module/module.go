@@ -42,6 +42,14 @@ type Module interface {
 	Apply(ctx context.Context, h transport.Writer, p *Plan) (*Result, error)
 }
 
+// Prefetcher is implemented by modules that know, from their arguments
+// alone, what their Check will read. The runner merges the queries of every
+// task of a play into one round trip per host before the first task, and
+// the transport answers the tasks' own Queries from what it read.
+type Prefetcher interface {
+	Prefetch(args Args) transport.Query
+}
+
 // Describer is implemented by modules that want a one-line summary of their
 // arguments in progress output.
 type Describer interface {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -49,6 +50,8 @@ type hostState struct {
 	h    *transport.Host
 	// plan overlays the planned writes of earlier tasks in check mode.
 	plan *overlay.Overlay
+	// prefetched marks the plays whose reads were fetched ahead.
+	prefetched map[*playbook.Play]bool
 	// lock is the node lock an apply run holds from its first task on.
 	lock *transport.NodeLock
 	// pending are handlers owed on the node by earlier runs that died
@@ -61,11 +64,15 @@ type hostState struct {
 }
 
 type runner struct {
-	o     Options
-	inv   *inventory.Inventory
-	run   *report.Run
-	hosts map[string]*hostState
-	mu    sync.Mutex
+	// playOf and args are the plays' tasks and their rendered arguments,
+	// for reading ahead.
+	playOf map[*playbook.Task]*playbook.Play
+	args   rendered
+	o      Options
+	inv    *inventory.Inventory
+	run    *report.Run
+	hosts  map[string]*hostState
+	mu     sync.Mutex
 }
 
 type rendered map[*playbook.Task]map[string]module.Args
@@ -152,7 +159,13 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, inv: inv, run: report.NewRun(o.RunID, o.Check), hosts: map[string]*hostState{}}
+	r := &runner{o: o, inv: inv, run: report.NewRun(o.RunID, o.Check), hosts: map[string]*hostState{},
+		args: args, playOf: map[*playbook.Task]*playbook.Play{}}
+	for _, p := range plays {
+		for _, t := range append(append([]*playbook.Task(nil), p.Tasks...), p.Handlers...) {
+			r.playOf[t] = p
+		}
+	}
 	defer r.closeAll()
 	for _, p := range plays {
 		if ctx.Err() != nil {
@@ -406,12 +419,8 @@ func (r *runner) connect(ctx context.Context, s *hostState, become *bool) (*tran
 			r.run.AddNote(s.host.Name + ": " + note)
 		}
 	}
-	pending, err := h.Pending(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read pending handlers: %w", err)
-	}
-	s.pending, s.owed = pending, map[string][]string{}
 	s.h = h
+	s.owed = map[string][]string{}
 	s.plan = overlay.New(transport.ReadOnly(h))
 	return s.h, nil
 }
@@ -423,6 +432,14 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 	}
 	h, err := r.connect(ctx, s, become)
 	if err != nil {
+		if r.o.IsUnreachable(err) {
+			fail(report.Unreachable, err)
+		} else {
+			fail(report.Failed, err)
+		}
+		return
+	}
+	if err := r.prefetch(ctx, s, t); err != nil {
 		if r.o.IsUnreachable(err) {
 			fail(report.Unreachable, err)
 		} else {
@@ -503,6 +520,43 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 		tr.Status = report.Failed
 		tr.Msg = "did not converge: after apply, check still plans " + strings.Join(left, ", ")
 	}
+}
+
+// prefetch reads, in one round trip per host and play, everything the
+// play's tasks declare they will read (module.Prefetcher) and the pending
+// handler records, so the tasks' own Queries are answered from the cache.
+func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) error {
+	p := r.playOf[t]
+	if s.prefetched == nil {
+		s.prefetched = map[*playbook.Play]bool{}
+	}
+	if p == nil || s.prefetched[p] {
+		return nil
+	}
+	s.prefetched[p] = true
+	qs := []transport.Query{{Globs: []string{path.Join(transport.PendingDir(s.h.StateDir()), "*.json")}}}
+	for _, pt := range append(append([]*playbook.Task(nil), p.Tasks...), p.Handlers...) {
+		m, ok := module.Lookup(pt.Module)
+		if !ok {
+			continue
+		}
+		if pf, ok := m.(module.Prefetcher); ok {
+			if a := r.args[pt][s.host.Name]; a != nil {
+				qs = append(qs, pf.Prefetch(a))
+			}
+		}
+	}
+	if err := s.h.Prefetch(ctx, transport.MergeQueries(qs...)); err != nil {
+		return fmt.Errorf("read ahead: %w", err)
+	}
+	if s.pending == nil {
+		pending, err := s.h.Pending(ctx)
+		if err != nil {
+			return fmt.Errorf("read pending handlers: %w", err)
+		}
+		s.pending = pending
+	}
+	return nil
 }
 
 // recordOwed writes, before a notifying task changes the node, that its

@@ -10,23 +10,91 @@ import (
 	"sync"
 )
 
-// readCache remembers the answers of Query and Stage within one run, until
-// the run writes to the node (Apply, Exec, Rollback clear it). Several
+// readCache remembers what this run read from the node, item by item
+// (files, glob matches, read-only command results, staged validations),
+// until the run writes to it (Apply, Exec and Rollback clear it). Several
 // modules of one play read the same containerd tree and dump the same live
-// config; with the cache that costs one round trip per host, not one per
-// task. What the node's files hold can only change under the run through
-// another writer, which the node lock keeps out.
+// config; with the cache, and the runner's prefetch of every task's reads in
+// one Query, that costs one round trip per host, not one per task. The
+// node's files can only change under the run through another writer, which
+// the node lock keeps out.
 type readCache struct {
-	mu      sync.Mutex
-	queries map[string]*Snapshot
-	stages  map[string][]*CmdResult
-	hits    int64
+	mu     sync.Mutex
+	files  map[string]*FileInfo
+	globs  map[string][]string
+	cmds   map[string]*CmdResult
+	stages map[string][]*CmdResult
+	hits   int64
 }
 
 func (c *readCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.queries, c.stages = nil, nil
+	c.files, c.globs, c.cmds, c.stages = nil, nil, nil, nil
+}
+
+// lookup answers q from the cache when every item of it is there.
+func (c *readCache) lookup(q Query) (*Snapshot, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := &Snapshot{Files: map[string]*FileInfo{}, Globs: map[string][]string{}}
+	for _, p := range q.Files {
+		f, ok := c.files[p]
+		if !ok {
+			return nil, false
+		}
+		s.Files[p] = f
+	}
+	for _, g := range q.Globs {
+		ms, ok := c.globs[g]
+		if !ok {
+			return nil, false
+		}
+		for _, m := range ms {
+			f, ok := c.files[m]
+			if !ok {
+				return nil, false
+			}
+			s.Files[m] = f
+		}
+		s.Globs[g] = append([]string{}, ms...)
+	}
+	for _, cmd := range q.Cmds {
+		k, err := key(cmd)
+		if err != nil {
+			return nil, false
+		}
+		r, ok := c.cmds[k]
+		if !ok {
+			return nil, false
+		}
+		s.Cmds = append(s.Cmds, r)
+	}
+	c.hits++
+	return s, true
+}
+
+// store remembers every item of q's answer.
+func (c *readCache) store(q Query, s *Snapshot) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.files == nil {
+		c.files, c.globs, c.cmds = map[string]*FileInfo{}, map[string][]string{}, map[string]*CmdResult{}
+	}
+	for _, p := range q.Files {
+		c.files[p] = s.File(p)
+	}
+	for _, g := range q.Globs {
+		c.globs[g] = append([]string{}, s.Globs[g]...)
+		for _, m := range s.Globs[g] {
+			c.files[m] = s.File(m)
+		}
+	}
+	for i, cmd := range q.Cmds {
+		if k, err := key(cmd); err == nil && i < len(s.Cmds) {
+			c.cmds[k] = s.Cmds[i]
+		}
+	}
 }
 
 func key(v any) (string, error) {
@@ -60,48 +128,59 @@ func stageKey(r StageRequest) (string, error) {
 	}{files, r.Cmds})
 }
 
-// copySnapshot gives each caller its own maps: the check-mode overlay lays
-// planned files over a snapshot and must not change the cached one.
-func copySnapshot(s *Snapshot) *Snapshot {
-	c := &Snapshot{
-		Files: make(map[string]*FileInfo, len(s.Files)),
-		Globs: make(map[string][]string, len(s.Globs)),
-		Cmds:  append([]*CmdResult(nil), s.Cmds...),
-	}
-	for k, v := range s.Files {
-		c.Files[k] = v
-	}
-	for k, v := range s.Globs {
-		c.Globs[k] = append([]string(nil), v...)
-	}
-	return c
-}
-
 // Query reads files, expands globs and runs read-only commands in one round
-// trip, or answers from what this run already read; see query.
+// trip, or answers from what this run already read; see query. Each caller
+// gets its own maps: the check-mode overlay lays planned files over a
+// snapshot and must not change the cache.
 func (h *Host) Query(ctx context.Context, q Query) (*Snapshot, error) {
-	k, err := key(q)
-	if err != nil {
-		return nil, fmt.Errorf("%s: query: %w", h.Host(), err)
+	if s, ok := h.cache.lookup(q); ok {
+		return s, nil
 	}
-	h.cache.mu.Lock()
-	if s, ok := h.cache.queries[k]; ok {
-		h.cache.hits++
-		h.cache.mu.Unlock()
-		return copySnapshot(s), nil
-	}
-	h.cache.mu.Unlock()
 	s, err := h.query(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	h.cache.mu.Lock()
-	if h.cache.queries == nil {
-		h.cache.queries = map[string]*Snapshot{}
-	}
-	h.cache.queries[k] = copySnapshot(s)
-	h.cache.mu.Unlock()
+	h.cache.store(q, s)
 	return s, nil
+}
+
+// Prefetch reads in one round trip what the coming tasks will ask for, so
+// their Queries are answered from the cache. The runner merges every task's
+// module.Prefetcher query of a play into one.
+func (h *Host) Prefetch(ctx context.Context, q Query) error {
+	if len(q.Files)+len(q.Globs)+len(q.Cmds) == 0 {
+		return nil
+	}
+	_, err := h.Query(ctx, q)
+	return err
+}
+
+// MergeQueries unions queries, keeping the first occurrence of each item.
+func MergeQueries(qs ...Query) Query {
+	var out Query
+	seen := map[string]bool{}
+	for _, q := range qs {
+		for _, p := range q.Files {
+			if !seen["f"+p] {
+				seen["f"+p] = true
+				out.Files = append(out.Files, p)
+			}
+		}
+		for _, g := range q.Globs {
+			if !seen["g"+g] {
+				seen["g"+g] = true
+				out.Globs = append(out.Globs, g)
+			}
+		}
+		for _, c := range q.Cmds {
+			k, err := key(c)
+			if err != nil || !seen["c"+k] {
+				seen["c"+k] = true
+				out.Cmds = append(out.Cmds, c)
+			}
+		}
+	}
+	return out
 }
 
 // Stage validates candidates in a scratch directory in one round trip, or
@@ -130,3 +209,8 @@ func (h *Host) Stage(ctx context.Context, r StageRequest) ([]*CmdResult, error) 
 	h.cache.mu.Unlock()
 	return res, nil
 }
+
+// Refresh forgets what this run read, for a caller that knows the node
+// changed under it by other means (a test editing files behind the run's
+// back). Runs themselves never need it: their own writes clear the cache.
+func (h *Host) Refresh() { h.cache.clear() }

@@ -70,6 +70,12 @@ func (a *Args) protected(path string) bool {
 	return false
 }
 
+// Prefetch is what Check reads before its first round trip of its own.
+func (Module) Prefetch(ma module.Args) transport.Query {
+	a := ma.(*Args)
+	return ctrconf.PrefetchQuery(a.Config, a.Containerd)
+}
+
 // NoteSuffix names the note left beside a relocated file.
 const NoteSuffix = ".nodeconverge-note"
 

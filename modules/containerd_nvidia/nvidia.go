@@ -119,6 +119,12 @@ func (Module) Describe(ma module.Args) string {
 	return a.State + " " + a.Path
 }
 
+// Prefetch is what Check reads before its first round trip of its own.
+func (Module) Prefetch(ma module.Args) transport.Query {
+	a := ma.(*Args)
+	return ctrconf.PrefetchQuery(a.Config, a.Containerd)
+}
+
 // DumpRuntimesPrefix is where a containerd binary prints runtimes in its
 // `config dump`: 2.x migrates every file to the cri.v1 layout before
 // merging, so the key depends on the binary, not on the file's version.
@@ -152,45 +158,42 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	if err != nil {
 		return nil, fmt.Errorf("read containerd config: %w", err)
 	}
-	// One more round trip learns what the tree does not say: whether the
-	// runtime binaries are there, and the file itself when no import
-	// loads it.
-	q := transport.Query{}
+	// Whether the runtime binaries are there is checked on the node, in
+	// the round trip that dumps the candidate when there is one.
+	var binCheck []transport.Cmd
 	if a.State == "present" {
 		var script strings.Builder
 		for _, r := range a.Runtimes {
 			fmt.Fprintf(&script, "test -x %s || echo %s\n", transport.ShellQuote(r.BinaryName), transport.ShellQuote(r.BinaryName))
 		}
-		q.Cmds = []transport.Cmd{{Script: script.String()}}
+		binCheck = []transport.Cmd{{Script: script.String()}}
 	}
-	tf := tree.File(a.Path)
-	if tf == nil {
-		q.Files = []string{a.Path}
+	binsMissing := func(r *transport.CmdResult) error {
+		if missing := strings.Fields(string(r.Stdout)); len(missing) > 0 {
+			return fmt.Errorf("runtime binaries missing or not executable on %s: %s", h.Host(), strings.Join(missing, ", "))
+		}
+		return nil
 	}
 	var live *transport.FileInfo
-	if tf != nil {
+	if tf := tree.File(a.Path); tf != nil {
 		live = &transport.FileInfo{Path: a.Path, Exists: !tf.Missing, Content: tf.Content}
-	}
-	if len(q.Cmds) > 0 || len(q.Files) > 0 {
-		snap, err := h.Query(ctx, q)
+	} else {
+		// No import loads the file: read it, so it is never clobbered.
+		snap, err := h.Query(ctx, transport.Query{Files: []string{a.Path}})
 		if err != nil {
-			return nil, fmt.Errorf("query %s: %w", h.Host(), err)
+			return nil, fmt.Errorf("read %s: %w", a.Path, err)
 		}
-		if tf == nil {
-			live = snap.File(a.Path)
-		}
-		if a.State == "present" {
-			if missing := strings.Fields(string(snap.Cmds[0].Stdout)); len(missing) > 0 {
-				return nil, fmt.Errorf("runtime binaries missing or not executable on %s: %s", h.Host(), strings.Join(missing, ", "))
-			}
-		}
+		live = snap.File(a.Path)
 	}
 	names := make([]string, len(a.Runtimes))
 	for i, r := range a.Runtimes {
 		names[i] = r.Name
 	}
 
-	base, err := ctrconf.Dump(ctx, h, tree, nil)
+	// The live dump comes with the ablation of every drop-in: the same
+	// Stage request containerd_dropins makes, so a play that runs both
+	// pays for it once (the transport caches it until the run writes).
+	base, _, err := ctrconf.Ablate(ctx, h, tree, "")
 	if err != nil {
 		return nil, fmt.Errorf("dump live config: %w", err)
 	}
@@ -220,9 +223,14 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	after := base
 	textChanged := !bytes.Equal(cand, live.Content)
 	if textChanged {
-		effs, err := ctrconf.DumpMany(ctx, h, tree, []ctrconf.Overrides{{a.Path: cand}})
+		effs, extra, err := ctrconf.DumpManyWith(ctx, h, tree, []ctrconf.Overrides{{a.Path: cand}}, binCheck)
 		if err != nil {
 			return nil, fmt.Errorf("dump candidate: %w", err)
+		}
+		if len(binCheck) > 0 {
+			if err := binsMissing(extra[0]); err != nil {
+				return nil, err
+			}
 		}
 		after = effs[0]
 		plan.Evidence = append(plan.Evidence, evidence("candidate tree with the rebuilt "+a.Path, tree, after))
@@ -231,6 +239,14 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 				Msg:      fmt.Sprintf("the candidate %s does not load with %s; the live file is unchanged:\n%s", a.Path, tree.Bin, after.Err),
 				Evidence: plan.Evidence,
 			}
+		}
+	} else if len(binCheck) > 0 {
+		snap, err := h.Query(ctx, transport.Query{Cmds: binCheck})
+		if err != nil {
+			return nil, fmt.Errorf("check runtime binaries: %w", err)
+		}
+		if err := binsMissing(snap.Cmds[0]); err != nil {
+			return nil, err
 		}
 	}
 	diff := ctrconf.Diff(base, after)

@@ -169,19 +169,30 @@ type data struct {
 	Minimum bool              `json:"minimum"`
 }
 
+// query is everything Check reads, in one round trip: the file, the live
+// values and every file of the sysctl.d search order.
+func (a *Args) query() transport.Query {
+	q := transport.Query{Files: []string{a.Path, SysctlConf}}
+	for _, k := range sortedKeys(a.wanted()) {
+		q.Files = append(q.Files, procPath(k))
+	}
+	for _, d := range SearchDirs {
+		q.Globs = append(q.Globs, d+"/*.conf")
+	}
+	return q
+}
+
+// Prefetch lets the runner read what Check needs together with the other
+// tasks' reads.
+func (Module) Prefetch(margs module.Args) transport.Query { return margs.(*Args).query() }
+
 // Check compares the file by meaning and the live values, and looks for a
 // later sysctl.d file that would undo the wanted values at boot.
 func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) (*module.Plan, error) {
 	a := margs.(*Args)
 	want := a.wanted()
 	keys := sortedKeys(want)
-	q := transport.Query{Files: []string{a.Path, SysctlConf}}
-	for _, k := range keys {
-		q.Files = append(q.Files, procPath(k))
-	}
-	for _, d := range SearchDirs {
-		q.Globs = append(q.Globs, d+"/*.conf")
-	}
+	q := a.query()
 	snap, err := h.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("read %s and the live values: %w", a.Path, err)

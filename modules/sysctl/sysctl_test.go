@@ -172,6 +172,7 @@ func TestLabSysctl(t *testing.T) {
 	if err := os.WriteFile(proc, []byte("65536\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	h.Refresh() // the files changed behind this run's back
 	if again, err = m.Check(ctx, transport.ReadOnly(h), a); err != nil || again.Changed() {
 		t.Fatalf("check after reformat and higher live value = %+v, %v; want nothing", again, err)
 	}
@@ -180,6 +181,7 @@ func TestLabSysctl(t *testing.T) {
 	if err := os.WriteFile(l.NodePath(n.Name, "/etc/sysctl.d/zz-low.conf"), []byte("# lowers it\nfs.inotify.max_user_instances = 256\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	h.Refresh()
 	_, err = m.Check(ctx, transport.ReadOnly(h), a)
 	var ve *module.ValidationError
 	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "/etc/sysctl.d/zz-low.conf:2 sets fs.inotify.max_user_instances = 256") {

@@ -35,6 +35,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -369,7 +370,8 @@ func (c *conn) closeAll() error {
 		// A connection the peer (or a dead jump host) already ended
 		// has nothing left to close.
 		err := cl.Close()
-		if err != nil && first == nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+		if err != nil && first == nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) &&
+			!errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
 			first = fmt.Errorf("close ssh connection of %s: %w", c.name, err)
 		}
 	}

@@ -106,6 +106,16 @@ func DumpMany(ctx context.Context, h transport.Reader, t *Tree, candidates []Ove
 	return dumpVariants(ctx, h, t, t.Bin, vs)
 }
 
+// DumpManyWith is DumpMany that also runs extra read-only commands (such as
+// checks of the runtime binaries) in the same Stage round trip.
+func DumpManyWith(ctx context.Context, h transport.Reader, t *Tree, candidates []Overrides, extra []transport.Cmd) ([]*Effective, []*transport.CmdResult, error) {
+	vs := make([]variant, len(candidates))
+	for i, o := range candidates {
+		vs[i] = variant{over: o}
+	}
+	return dumpVariantsExtra(ctx, h, t, t.Bin, vs, extra)
+}
+
 var stagedNameRe = regexp.MustCompile(`nc-[0-9]{4}\.toml`)
 
 func stagedName(i int) string { return fmt.Sprintf("nc-%04d.toml", i) }
@@ -124,7 +134,14 @@ func (t *Tree) known() map[string]*File {
 // imported by relative name: containerd resolves a relative (non-glob)
 // import against the importing file's directory in every version, so no
 // absolute scratch path has to be known before the scratch dir exists.
-func dumpVariants(ctx context.Context, h transport.Reader, t *Tree, bin string, vs []variant) ([]*Effective, error) {
+func dumpVariants(ctx context.Context, h transport.Reader, t *Tree, bin string, vs []variant, extra ...transport.Cmd) ([]*Effective, error) {
+	effs, _, err := dumpVariantsExtra(ctx, h, t, bin, vs, extra)
+	return effs, err
+}
+
+// dumpVariantsExtra is dumpVariants that also runs extra commands in the
+// same round trip and returns their results.
+func dumpVariantsExtra(ctx context.Context, h transport.Reader, t *Tree, bin string, vs []variant, extra []transport.Cmd) ([]*Effective, []*transport.CmdResult, error) {
 	if bin == "" {
 		bin = t.Bin
 	}
@@ -149,7 +166,7 @@ func dumpVariants(ctx context.Context, h transport.Reader, t *Tree, bin string, 
 			var err error
 			steps, _, _, err = src.load()
 			if err != nil {
-				return nil, fmt.Errorf("%s: stage candidate %d: %w", h.Host(), i, err)
+				return nil, nil, fmt.Errorf("%s: stage candidate %d: %w", h.Host(), i, err)
 			}
 		}
 		idx := map[string]string{}
@@ -174,25 +191,26 @@ func dumpVariants(ctx context.Context, h transport.Reader, t *Tree, bin string, 
 			}
 			content, err := rewriteImports(s.content, list)
 			if err != nil {
-				return nil, fmt.Errorf("%s: stage %s: %w", h.Host(), s.path, err)
+				return nil, nil, fmt.Errorf("%s: stage %s: %w", h.Host(), s.path, err)
 			}
 			req.Files[dir+"/"+idx[s.path]] = transport.StagedFile{Content: content, Mode: 0o600}
 		}
 		req.Cmds = append(req.Cmds, transport.Cmd{Script: fmt.Sprintf(
 			`cd "$SCRATCH"/%s && exec %s --config %s config dump`, dir, transport.ShellQuote(bin), stagedName(0))})
 	}
+	req.Cmds = append(req.Cmds, extra...)
 	res, err := h.Stage(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("%s: dump %d containerd config variants: %w", h.Host(), len(vs), err)
+		return nil, nil, fmt.Errorf("%s: dump %d containerd config variants: %w", h.Host(), len(vs), err)
 	}
-	if len(res) != len(vs) {
-		return nil, fmt.Errorf("%s: staged %d dumps, got %d results", h.Host(), len(vs), len(res))
+	if len(res) != len(vs)+len(extra) {
+		return nil, nil, fmt.Errorf("%s: staged %d dumps, got %d results", h.Host(), len(vs), len(res))
 	}
 	out := make([]*Effective, len(vs))
-	for i, r := range res {
+	for i, r := range res[:len(vs)] {
 		out[i] = effective(r, names[i], orders[i])
 	}
-	return out, nil
+	return out, res[len(vs):], nil
 }
 
 // effective reads one dump's result.

@@ -82,6 +82,27 @@ func (t *Tree) File(path string) *File {
 	return nil
 }
 
+// PrefetchQuery is what Gather will read on a node laid out as containerd's
+// packages and the GPU Operator lay it out (imports of conf.d/*.toml beside
+// the main config), for a runner to read ahead in one round trip. Other
+// layouts still work; they cost Gather its own round trips.
+func PrefetchQuery(mainPath, containerdBin string) transport.Query {
+	if containerdBin == "" {
+		containerdBin = DefaultBin
+	}
+	mainPath = filepath.Clean(mainPath)
+	g := filepath.Join(filepath.Dir(mainPath), "conf.d", "*.toml")
+	q := transport.Query{
+		Files: []string{mainPath},
+		Cmds:  []transport.Cmd{{Script: transport.ShellQuote(containerdBin) + " --version"}},
+		Globs: []string{g},
+	}
+	if d := dotVariant(g); d != "" {
+		q.Globs = append(q.Globs, d)
+	}
+	return q
+}
+
 // Gather reads the main config at mainPath, resolves its imports (globs
 // expanded on the node) and reads every imported file. It costs one Query for
 // the main file and one for its imports; only imported files that import
