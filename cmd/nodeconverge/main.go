@@ -86,6 +86,7 @@ applies exactly that plan and refuses any host whose files changed since.`,
 	f.StringVar(&o.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "record unknown host keys (a changed key is always refused)")
 	f.StringVar(&o.SSHConfig, "ssh-config", "", "ssh config file (default ~/.ssh/config)")
+	f.StringArrayVar(&o.Redact, "redact", nil, "also redact this key (a name such as client_secret, or a dotted key path); repeatable")
 	f.StringVar(&o.Out, "out", "", "with --check: save the plan to FILE (mode 0600; it holds file contents)")
 	f.StringArrayVar(&o.Reports, "report", nil, "write a report: json=FILE (versioned JSON) or prom=FILE (Prometheus textfile); repeatable")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "print only failures, run errors and the recap; no progress line")
@@ -142,6 +143,7 @@ func explainCmd() *cobra.Command {
 	f.StringVar(&o.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 	f.StringVar(&o.SSHConfig, "ssh-config", "", "ssh config file (default ~/.ssh/config)")
 	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "record unknown host keys")
+	f.StringArrayVar(&o.Redact, "redact", nil, "also redact this key (a name or a dotted key path); repeatable")
 	must(c.MarkFlagRequired("inventory"))
 	return c
 }

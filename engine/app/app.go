@@ -14,6 +14,7 @@ import (
 
 	"nodeconverge/engine/inventory"
 	"nodeconverge/engine/playbook"
+	"nodeconverge/engine/redact"
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/runner"
 	"nodeconverge/engine/savedplan"
@@ -42,6 +43,8 @@ type ApplyOptions struct {
 	Reports []string
 	// Out, with Check, saves the plan for a later `apply FILE`.
 	Out string
+	// Redact lists more credential keys (names or dotted key paths).
+	Redact []string
 	// Quiet prints only failures, run errors and the recap, and never a
 	// progress line (--quiet, for cron mail).
 	Quiet  bool
@@ -82,6 +85,7 @@ func Target(h *inventory.Host, become bool) sshconn.Target {
 // Apply runs `nodeconverge apply` and returns the exit code. An error means
 // the run could not start; it maps to exit code 1.
 func Apply(ctx context.Context, o ApplyOptions) (int, error) {
+	redact.Add(o.Redact...)
 	inv, err := inventory.Load(o.Inventory)
 	if err != nil {
 		return report.ExitFailed, err

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"nodeconverge/engine/inventory"
+	"nodeconverge/engine/redact"
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/transport"
 	"nodeconverge/engine/transport/sshconn"
@@ -28,6 +29,7 @@ type ExplainOptions struct {
 	KnownHosts        string
 	SSHConfig         string
 	AcceptNewHostKeys bool
+	Redact            []string
 	Stdout            io.Writer
 }
 
@@ -41,6 +43,7 @@ type HostExplanation struct {
 // Explain measures, per host, which file owns what in containerd's
 // effective config. It changes nothing: it only ever holds a Reader.
 func Explain(ctx context.Context, o ExplainOptions) (int, error) {
+	redact.Add(o.Redact...)
 	inv, err := inventory.Load(o.Inventory)
 	if err != nil {
 		return report.ExitFailed, err
