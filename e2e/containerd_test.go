@@ -168,6 +168,33 @@ func TestDropinRefusedWhenSettingsLost(t *testing.T) {
 			t.Fatalf("check=%v: refused relocation changed files:\n%s", check, d)
 		}
 	}
+
+	// Opt in: the lost setting moves into the file that owns the plugin,
+	// and the drop-in is relocated; the effective config_path is kept and
+	// the nvidia runtimes come back.
+	absorb := writePlaybook(t, `
+- name: relocate
+  hosts: `+node+`
+  tasks:
+    - name: relocate shadowing drop-ins, absorbing their settings
+      containerd_dropins:
+        protect: [99-nvidia.toml]
+        absorb: true
+`)
+	r := nc(t, append([]string{"apply"}, labArgs(l, absorb)...)...)
+	wantCode(t, r, 0)
+	dump := l.Exec(t, node, "containerd", "config", "dump")
+	if !strings.Contains(dump, `config_path = "/etc/containerd/certs-harbor.d"`) || !strings.Contains(dump, "nvidia-container-runtime.cdi") {
+		t.Fatalf("after absorb the effective config should keep certs-harbor.d and have the runtimes:\n%s\n%s", r, dump)
+	}
+	if _, err := os.Stat(l.NodePath(node, "/etc/containerd/conf.d.disabled/zz-labhub-registry.toml")); err != nil {
+		t.Fatalf("drop-in not relocated: %v", err)
+	}
+	r = nc(t, append([]string{"apply"}, labArgs(l, absorb)...)...)
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "changed: [") {
+		t.Fatalf("absorb is not idempotent:\n%s", r)
+	}
 }
 
 // TestExplainIncident: explain names zz-labhub-registry.toml as the owner

@@ -30,6 +30,11 @@ type Args struct {
 	Protect       []string `yaml:"protect"`
 	Mode          string   `yaml:"mode"`
 	Containerd    string   `yaml:"containerd"`
+	// Absorb, when a shadowing drop-in carries settings no other file
+	// has, moves those settings into the file that owns the plugin once
+	// the drop-in is gone, validated the same way. Opt-in: that file is
+	// rewritten by a TOML encoder and loses its comments and layout.
+	Absorb bool `yaml:"absorb"`
 }
 
 // Validate checks what a type cannot.
@@ -123,6 +128,8 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		return nil, fmt.Errorf("dump without shadowing drop-ins: %w", err)
 	}
 	var refusals []string
+	absorbed := map[string]map[string]any{} // owner path -> its parsed content with absorbed keys
+	var absorbNotes []string
 	for i, s := range movable {
 		f := tree.File(s.File)
 		lost, err := lostKeys(f, base, effs[i])
@@ -137,16 +144,77 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 			refusals = append(refusals, fmt.Sprintf("%s: the tree without it does not load: %s", s.File, effs[i].Err))
 			continue
 		}
-		if len(lost) > 0 {
-			refusals = append(refusals, fmt.Sprintf("%s shadows %s, but moving it would lose:\n    %s", s.File, summary(s.Restored), strings.Join(lost, "\n    ")))
+		if len(lost) == 0 {
+			continue
 		}
+		if !a.Absorb {
+			refusals = append(refusals, fmt.Sprintf("%s shadows %s, but moving it would lose:\n    %s\n  (absorb: true would move those settings into the file that owns the plugin)", s.File, summary(s.Restored), strings.Join(lostText(lost), "\n    ")))
+			continue
+		}
+		owner := ownerBefore(tree, s.File, s.Plugin)
+		if owner == nil || !owner.Parses {
+			refusals = append(refusals, fmt.Sprintf("%s: no parseable earlier file owns %s to absorb its settings", s.File, s.Plugin))
+			continue
+		}
+		m := absorbed[owner.Path]
+		if m == nil {
+			if err := toml.Unmarshal(owner.Content, &m); err != nil {
+				return nil, fmt.Errorf("parse %s: %w", owner.Path, err)
+			}
+			absorbed[owner.Path] = m
+		}
+		for _, l := range lost {
+			setPath(m, l.segs, l.value)
+		}
+		absorbNotes = append(absorbNotes, fmt.Sprintf("%s absorbs from %s: %s", owner.Path, s.File, strings.Join(lostKeyNames(lost), ", ")))
 	}
 	if len(refusals) > 0 {
 		return nil, &module.ValidationError{Msg: "refusing to relocate; nothing was changed:\n  " + strings.Join(refusals, "\n  "), Evidence: plan.Evidence}
 	}
-	if final := effs[len(effs)-1]; !final.OK {
+	final := effs[len(effs)-1]
+	var ownerFiles []module.FileChange
+	if len(absorbed) > 0 {
+		// Validate the absorbing files with the drop-ins gone, as one tree.
+		over := ctrconf.Overrides{}
+		for _, s := range movable {
+			over[s.File] = nil
+		}
+		for path, m := range absorbed {
+			body, err := toml.Marshal(m)
+			if err != nil {
+				return nil, fmt.Errorf("render %s: %w", path, err)
+			}
+			content := append([]byte("# Rewritten by nodeconverge (containerd_dropins absorb): settings of relocated drop-ins moved here.\n"), body...)
+			over[path] = content
+			before := tree.File(path).Content
+			ownerFiles = append(ownerFiles, module.FileChange{Action: module.Update, Path: path, Before: before, After: content,
+				BeforeHash: module.Hash(before), AfterHash: module.Hash(content), Reasons: []string{"absorbs settings of relocated drop-ins"}})
+		}
+		effs2, err := ctrconf.DumpMany(ctx, h, tree, []ctrconf.Overrides{over})
+		if err != nil {
+			return nil, fmt.Errorf("dump with absorbed settings: %w", err)
+		}
+		final = effs2[0]
+		var still []string
+		for _, s := range movable {
+			lost, err := lostKeys(tree.File(s.File), base, final)
+			if err != nil {
+				return nil, err
+			}
+			still = append(still, lostText(lost)...)
+		}
+		plan.Evidence = append(plan.Evidence, module.Evidence{What: "absorbed settings are in effect without the relocated drop-ins",
+			Command: tree.Bin + " --config <staged candidate tree> config dump", OK: final.OK && len(still) == 0, Required: true})
+		if !final.OK || len(still) > 0 {
+			return nil, &module.ValidationError{Msg: fmt.Sprintf("refusing to absorb; nothing was changed: the candidate tree %s", orLost(final, still)), Evidence: plan.Evidence}
+		}
+		plan.Notes = append(plan.Notes, absorbNotes...)
+	}
+	if !final.OK {
 		return nil, &module.ValidationError{Msg: "the tree without every shadowing drop-in does not load: " + final.Err, Evidence: plan.Evidence}
 	}
+	effs[len(effs)-1] = final
+	plan.Files = append(plan.Files, ownerFiles...)
 	plan.Effective = ctrconf.Diff(base, effs[len(effs)-1])
 	if a.Mode == "report" {
 		for _, s := range movable {
@@ -179,28 +247,106 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	return plan, nil
 }
 
+// lost is one effective value a drop-in writes that removing it would
+// change.
+type lost struct {
+	key   string
+	segs  []string
+	value any // as the drop-in writes it
+	with  string
+	after string
+}
+
 // lostKeys lists every effective value f writes that changes when f is
-// removed: the settings moving it would lose.
-func lostKeys(f *ctrconf.File, with, without *ctrconf.Effective) ([]string, error) {
+// removed (or, with absorb, is not carried by the candidate): the settings
+// moving it would lose.
+func lostKeys(f *ctrconf.File, with, without *ctrconf.Effective) ([]lost, error) {
 	var m map[string]any
 	if err := toml.Unmarshal(f.Content, &m); err != nil {
 		return nil, fmt.Errorf("parse %s: %w", f.Path, err)
 	}
 	delete(m, "version")
 	delete(m, "imports")
-	var lost []string
-	for k := range ctrconf.Flatten(m) {
+	var out []lost
+	walkLeaves(m, nil, func(segs []string, v any) {
+		k := ctrconf.JoinKey(segs...)
 		w, inWith := with.Get(k)
 		wo, inWithout := without.Get(k)
 		if inWith && (!inWithout || w != wo) {
-			if ctrconf.Redact(k) {
-				w, wo = ctrconf.Redacted, ctrconf.Redacted
+			out = append(out, lost{key: k, segs: segs, value: v, with: w, after: orDefault(wo, inWithout)})
+		}
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out, nil
+}
+
+func walkLeaves(m map[string]any, prefix []string, fn func([]string, any)) {
+	for k, v := range m {
+		segs := append(append([]string(nil), prefix...), k)
+		if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+			walkLeaves(sub, segs, fn)
+			continue
+		}
+		fn(segs, v)
+	}
+}
+
+func lostText(ls []lost) []string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		w, a := l.with, l.after
+		if ctrconf.Redact(l.key) {
+			w, a = ctrconf.Redacted, ctrconf.Redacted
+		}
+		out[i] = fmt.Sprintf("%s = %s (would become %s)", l.key, w, a)
+	}
+	return out
+}
+
+func lostKeyNames(ls []lost) []string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.key
+	}
+	return out
+}
+
+func orLost(e *ctrconf.Effective, still []string) string {
+	if !e.OK {
+		return "does not load: " + e.Err
+	}
+	return "still loses:\n    " + strings.Join(still, "\n    ")
+}
+
+// setPath sets v at segs in m, creating tables on the way.
+func setPath(m map[string]any, segs []string, v any) {
+	for _, s := range segs[:len(segs)-1] {
+		next, ok := m[s].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[s] = next
+		}
+		m = next
+	}
+	m[segs[len(segs)-1]] = v
+}
+
+// ownerBefore is the last file before path, in load order, that mentions
+// plugin: on containerd 1.x the file that owns the plugin once path is gone.
+func ownerBefore(t *ctrconf.Tree, path, plugin string) *ctrconf.File {
+	var owner *ctrconf.File
+	for i := range t.Files {
+		f := &t.Files[i]
+		if f.Path == path {
+			break
+		}
+		for _, p := range f.Plugins {
+			if p == plugin {
+				owner = f
 			}
-			lost = append(lost, fmt.Sprintf("%s = %s (would become %s)", k, w, orDefault(wo, inWithout)))
 		}
 	}
-	sort.Strings(lost)
-	return lost, nil
+	return owner
 }
 
 func orDefault(v string, ok bool) string {
@@ -242,7 +388,7 @@ func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*m
 		switch f.Action {
 		case module.Move:
 			ops = append(ops, transport.Op{Kind: transport.OpMove, From: f.From, Path: f.Path, Backup: true})
-		case module.Create:
+		case module.Create, module.Update:
 			ops = append(ops, transport.Op{Kind: transport.OpWrite, Path: f.Path, Content: f.After, Mode: f.Mode, Backup: true})
 		}
 	}
