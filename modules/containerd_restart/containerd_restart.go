@@ -63,10 +63,13 @@ func (a *Args) timeout() (time.Duration, error) {
 	return d, nil
 }
 
-func (a *Args) gate() health.Options {
-	t, _ := a.timeout() // Validate has accepted it
+func (a *Args) gate() (health.Options, error) {
+	t, err := a.timeout()
+	if err != nil {
+		return health.Options{}, err
+	}
 	return health.Options{Service: a.Service, Address: a.Address, Ctr: a.Ctr, Containerd: a.Containerd,
-		Config: a.Config, Runtimes: a.Runtimes, Timeout: t}
+		Config: a.Config, Runtimes: a.Runtimes, Timeout: t}, nil
 }
 
 // Module implements module.Module for containerd_restart.
@@ -156,7 +159,11 @@ func round(ctx context.Context, h transport.Writer, a *Args) (*health.Report, er
 		out := strings.TrimSpace(string(res.Stderr) + string(res.Stdout))
 		return &health.Report{UnitState: "failed", Failure: fmt.Sprintf("systemctl restart %s exited %d: %s", a.Service, res.ExitCode, out)}, nil
 	}
-	return health.Gate(ctx, h, a.gate())
+	opts, err := a.gate()
+	if err != nil {
+		return nil, err
+	}
+	return health.Gate(ctx, h, opts)
 }
 
 // Apply restarts and gates; on a failed gate it rolls the run back,
