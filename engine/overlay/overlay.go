@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"nodeconverge/engine/module"
@@ -75,7 +76,7 @@ func (o *Overlay) Query(ctx context.Context, q transport.Query) (*transport.Snap
 	}
 	for _, p := range q.Files {
 		if f, ok := planned[p]; ok {
-			snap.Files[p] = copyInfo(f)
+			snap.Files[p] = overlaid(f, snap.Files[p])
 		}
 	}
 	for _, g := range q.Globs {
@@ -84,7 +85,7 @@ func (o *Overlay) Query(ctx context.Context, q transport.Query) (*transport.Snap
 			set[m] = true
 		}
 		for p, f := range planned {
-			ok, err := filepath.Match(g, p)
+			ok, err := shellMatch(g, p)
 			if err != nil {
 				return nil, fmt.Errorf("glob %q: %w", g, err)
 			}
@@ -93,7 +94,7 @@ func (o *Overlay) Query(ctx context.Context, q transport.Query) (*transport.Snap
 			}
 			set[p] = f.Exists
 			if f.Exists {
-				snap.Files[p] = copyInfo(f)
+				snap.Files[p] = overlaid(f, snap.Files[p])
 			}
 		}
 		var matches []string
@@ -111,7 +112,51 @@ func (o *Overlay) Query(ctx context.Context, q transport.Query) (*transport.Snap
 	return snap, nil
 }
 
-func copyInfo(f *transport.FileInfo) *transport.FileInfo {
+// overlaid is what a Query sees of a planned file: the plan's content over
+// the live file's metadata wherever the change keeps it (Mode 0, Owner and
+// Group "" keep the existing ones, as Apply does, and a new file without a
+// mode is created 0644). Otherwise a later task managing the same file
+// would see a mode or owner change that apply never makes.
+func overlaid(f, live *transport.FileInfo) *transport.FileInfo {
 	c := *f
+	if !c.Exists {
+		return &c
+	}
+	if live != nil && live.Exists && !live.IsDir {
+		if c.Mode == 0 {
+			c.Mode = live.Mode
+		}
+		if c.Owner == "" {
+			c.Owner, c.UID = live.Owner, live.UID
+		}
+		if c.Group == "" {
+			c.Group, c.GID = live.Group, live.GID
+		}
+	} else if c.Mode == 0 {
+		c.Mode = 0o644
+	}
 	return &c
+}
+
+// shellMatch matches a path against a glob as the node's shell expands it:
+// segment by segment, and a segment starting with '.' is matched only by a
+// pattern segment that starts with '.' too (filepath.Match alone lets `*`
+// match hidden files, which the live glob never lists).
+func shellMatch(glob, p string) (bool, error) {
+	gs, ps := strings.Split(glob, "/"), strings.Split(p, "/")
+	if len(gs) != len(ps) {
+		// Still report a malformed pattern, whatever the path.
+		_, err := filepath.Match(glob, p)
+		return false, err
+	}
+	for i := range gs {
+		if strings.HasPrefix(ps[i], ".") && !strings.HasPrefix(gs[i], ".") {
+			return false, nil
+		}
+		ok, err := filepath.Match(gs[i], ps[i])
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
 }

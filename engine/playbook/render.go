@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -90,6 +91,11 @@ func (t *Task) Render(vars map[string]any) (module.Args, error) {
 		if err := decodeArgs(t.Pos.File, n, args); err != nil {
 			return nil, prefixErr(err, fmt.Sprintf("%s: %s: ", taskLabel(t), t.Module))
 		}
+	}
+	// Relative paths in arguments (copy's src) start at the playbook's
+	// directory, as in Ansible, not at wherever the command was run.
+	if b, ok := args.(interface{ SetBaseDir(string) }); ok && t.Pos.File != "" {
+		b.SetBaseDir(filepath.Dir(t.Pos.File))
 	}
 	if err := args.Validate(); err != nil {
 		return nil, &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: %s: %v", taskLabel(t), t.Module, err)}

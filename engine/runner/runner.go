@@ -468,6 +468,14 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 		return
 	case !plan.Changed():
 		tr.Status = report.OK
+		if t.Handler && !r.o.Check {
+			// An owed handler with nothing to do has still been served.
+			if _, err := h.Apply(ctx, []transport.Op{transport.ClearPendingOp(h.StateDir(), t.Name)}); err != nil {
+				r.checkErr(tr, fmt.Errorf("clear pending %q: %w", t.Name, err))
+				return
+			}
+			delete(s.pending, t.Name)
+		}
 		return
 	case r.o.Check && isImperative(m):
 		tr.Status = report.Skipped

@@ -11,6 +11,7 @@ package savedplan
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -113,7 +114,27 @@ func (p *Plan) Write(path string) error {
 	if err != nil {
 		return fmt.Errorf("encode plan: %w", err)
 	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+	// os.WriteFile would keep the mode of a regular file already at path,
+	// which may be world-readable: tighten it before the contents go in.
+	// Special files (--out /dev/stdout) are written as they are.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("write plan %s: %w", path, err)
+	}
+	werr := func() error {
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if fi.Mode().IsRegular() && fi.Mode().Perm() != 0o600 {
+			if err := f.Chmod(0o600); err != nil {
+				return err
+			}
+		}
+		_, err = f.Write(append(b, '\n'))
+		return err
+	}()
+	if err := errors.Join(werr, f.Close()); err != nil {
 		return fmt.Errorf("write plan %s: %w", path, err)
 	}
 	return nil
