@@ -8,9 +8,7 @@ package overlay
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 
 	"nodeconverge/engine/module"
@@ -85,7 +83,7 @@ func (o *Overlay) Query(ctx context.Context, q transport.Query) (*transport.Snap
 			set[m] = true
 		}
 		for p, f := range planned {
-			ok, err := shellMatch(g, p)
+			ok, err := transport.ShellMatch(g, p)
 			if err != nil {
 				return nil, fmt.Errorf("glob %q: %w", g, err)
 			}
@@ -136,27 +134,4 @@ func overlaid(f, live *transport.FileInfo) *transport.FileInfo {
 		c.Mode = 0o644
 	}
 	return &c
-}
-
-// shellMatch matches a path against a glob as the node's shell expands it:
-// segment by segment, and a segment starting with '.' is matched only by a
-// pattern segment that starts with '.' too (filepath.Match alone lets `*`
-// match hidden files, which the live glob never lists).
-func shellMatch(glob, p string) (bool, error) {
-	gs, ps := strings.Split(glob, "/"), strings.Split(p, "/")
-	if len(gs) != len(ps) {
-		// Still report a malformed pattern, whatever the path.
-		_, err := filepath.Match(glob, p)
-		return false, err
-	}
-	for i := range gs {
-		if strings.HasPrefix(ps[i], ".") && !strings.HasPrefix(gs[i], ".") {
-			return false, nil
-		}
-		ok, err := filepath.Match(gs[i], ps[i])
-		if err != nil || !ok {
-			return false, err
-		}
-	}
-	return true, nil
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -31,6 +33,98 @@ func (c *readCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.files, c.globs, c.cmds, c.stages = nil, nil, nil, nil
+}
+
+// wrote teaches the cache what a successful Apply did to the paths it
+// names, so the next task and the re-check after apply read them from
+// memory. Metadata follows Apply's rules: an op's mode, owner and group
+// when set, else the file's previous ones, else 0644. Glob matches are
+// updated with the node shell's matching rules. Command results and staged
+// validations stay: Apply only changes the files it names (Exec, which can
+// change anything, clears the cache).
+func (c *readCache) wrote(ops []Op) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.files == nil {
+		return
+	}
+	set := func(p string, f *FileInfo) {
+		c.files[p] = f
+		for g, ms := range c.globs {
+			ok, err := ShellMatch(g, p)
+			if err != nil || !ok {
+				continue
+			}
+			var out []string
+			for _, m := range ms {
+				if m != p {
+					out = append(out, m)
+				}
+			}
+			if f.Exists {
+				out = append(out, p)
+				sort.Strings(out)
+			}
+			c.globs[g] = out
+		}
+	}
+	for _, op := range ops {
+		prev := c.files[op.Path]
+		switch op.Kind {
+		case OpWrite:
+			f := &FileInfo{Path: op.Path, Exists: true, Content: op.Content, Mode: op.Mode, Owner: op.Owner, Group: op.Group}
+			if prev != nil && prev.Exists && !prev.IsDir {
+				if f.Mode == 0 {
+					f.Mode = prev.Mode
+				}
+				if f.Owner == "" {
+					f.Owner, f.UID = prev.Owner, prev.UID
+				}
+				if f.Group == "" {
+					f.Group, f.GID = prev.Group, prev.GID
+				}
+			} else if f.Mode == 0 {
+				f.Mode = 0o644
+			}
+			set(op.Path, f)
+		case OpRemove:
+			set(op.Path, &FileInfo{Path: op.Path})
+		case OpMove:
+			from := c.files[op.From]
+			set(op.From, &FileInfo{Path: op.From})
+			if from != nil && from.Exists {
+				moved := *from
+				moved.Path = op.Path
+				set(op.Path, &moved)
+			} else {
+				// Unknown content: forget it, the next Query reads it.
+				delete(c.files, op.Path)
+			}
+		}
+	}
+}
+
+// ShellMatch matches a path against a glob as the node's shell expands it:
+// segment by segment, and a segment starting with '.' is matched only by a
+// pattern segment that starts with '.' too (filepath.Match alone lets `*`
+// match hidden files, which a shell glob never lists).
+func ShellMatch(glob, p string) (bool, error) {
+	gs, ps := strings.Split(glob, "/"), strings.Split(p, "/")
+	if len(gs) != len(ps) {
+		// Still report a malformed pattern, whatever the path.
+		_, err := filepath.Match(glob, p)
+		return false, err
+	}
+	for i := range gs {
+		if strings.HasPrefix(ps[i], ".") && !strings.HasPrefix(gs[i], ".") {
+			return false, nil
+		}
+		ok, err := filepath.Match(gs[i], ps[i])
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // lookup answers q from the cache when every item of it is there.

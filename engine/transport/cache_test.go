@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -53,5 +54,54 @@ func TestReadCache(t *testing.T) {
 	}
 	if string(s3.File(f).Content) != "two" {
 		t.Fatalf("a write did not invalidate the cache: %q", s3.File(f).Content)
+	}
+}
+
+// TestCacheLearnsWrites: after a successful Apply the written, created,
+// moved and removed paths are answered from memory, glob matches included,
+// and they agree with what the node really has.
+func TestCacheLearnsWrites(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.toml"), filepath.Join(dir, "b.toml")
+	if err := os.WriteFile(a, []byte("one"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	h := NewHost(NewLocal("cache"), HostOptions{RunID: "r1", StateDir: filepath.Join(dir, "state")})
+	q := Query{Files: []string{a, b}, Globs: []string{filepath.Join(dir, "*.toml")}}
+	if _, err := h.Query(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	moved := filepath.Join(dir, "moved", "a.toml")
+	if _, err := h.Apply(ctx, []Op{
+		{Kind: OpWrite, Path: b, Content: []byte("new")},
+		{Kind: OpWrite, Path: a, Content: []byte("two")},
+		{Kind: OpMove, From: a, Path: moved},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	trips := h.Stats().RoundTrips
+	q2 := Query{Files: []string{a, b, moved}, Globs: []string{filepath.Join(dir, "*.toml")}}
+	cached, err := h.Query(ctx, q2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Stats().RoundTrips != trips {
+		t.Fatal("the paths Apply wrote were read again")
+	}
+	h.Refresh()
+	live, err := h.Query(ctx, q2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range q2.Files {
+		c, l := cached.File(p), live.File(p)
+		if c.Exists != l.Exists || string(c.Content) != string(l.Content) || c.Exists && c.Mode.Perm() != l.Mode.Perm() {
+			t.Errorf("%s: cache says exists=%v %q %v, node says exists=%v %q %v", p, c.Exists, c.Content, c.Mode, l.Exists, l.Content, l.Mode)
+		}
+	}
+	g := q2.Globs[0]
+	if strings.Join(cached.Globs[g], ",") != strings.Join(live.Globs[g], ",") {
+		t.Errorf("glob: cache %v, node %v", cached.Globs[g], live.Globs[g])
 	}
 }

@@ -385,7 +385,18 @@ func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 	if len(ops) == 0 {
 		return nil, nil
 	}
-	h.cache.clear()
+	// What this run read stays valid but for the paths it writes: the
+	// cache learns them from the ops when every op succeeded, and forgets
+	// everything when one failed (the node is then in a state it did not
+	// plan).
+	done := false
+	defer func() {
+		if done {
+			h.cache.wrote(ops)
+		} else {
+			h.cache.clear()
+		}
+	}()
 	if err := h.checkOptions(); err != nil {
 		return nil, fmt.Errorf("%s: apply: %w", h.Host(), err)
 	}
@@ -440,50 +451,51 @@ func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var done []OpResult
+	var results []OpResult
 	for {
 		hdr, err := f.header()
 		if err != nil {
-			return done, fmt.Errorf("%s: apply: %w", h.Host(), err)
+			return results, fmt.Errorf("%s: apply: %w", h.Host(), err)
 		}
 		switch hdr[0] {
 		case "O":
 			i, bk, err := f.readText(hdr)
 			if err != nil {
-				return done, fmt.Errorf("%s: apply: %w", h.Host(), err)
+				return results, fmt.Errorf("%s: apply: %w", h.Host(), err)
 			}
-			if i != len(done) || i >= len(ops) {
-				return done, fmt.Errorf("%s: apply: result for op %d out of order", h.Host(), i)
+			if i != len(results) || i >= len(ops) {
+				return results, fmt.Errorf("%s: apply: result for op %d out of order", h.Host(), i)
 			}
-			done = append(done, OpResult{Path: ops[i].Path, BackupPath: bk})
+			results = append(results, OpResult{Path: ops[i].Path, BackupPath: bk})
 		case "X":
 			// X -1 is the pruning before the first op.
 			if len(hdr) == 3 && hdr[1] == "-1" {
 				hdr[1] = "0"
 				_, msg, err := f.readText(hdr)
 				if err != nil {
-					return done, fmt.Errorf("%s: apply: %w", h.Host(), err)
+					return results, fmt.Errorf("%s: apply: %w", h.Host(), err)
 				}
-				return done, fmt.Errorf("%s: apply: prune backups in %s: %s", h.Host(), backups, strings.TrimSpace(msg))
+				return results, fmt.Errorf("%s: apply: prune backups in %s: %s", h.Host(), backups, strings.TrimSpace(msg))
 			}
 			i, msg, err := f.readText(hdr)
 			if err != nil {
-				return done, fmt.Errorf("%s: apply: %w", h.Host(), err)
+				return results, fmt.Errorf("%s: apply: %w", h.Host(), err)
 			}
 			if i >= len(ops) {
-				return done, fmt.Errorf("%s: apply: failure of op %d of %d", h.Host(), i, len(ops))
+				return results, fmt.Errorf("%s: apply: failure of op %d of %d", h.Host(), i, len(ops))
 			}
-			return done, fmt.Errorf("%s: apply: %w", h.Host(), &OpError{Index: i, Op: ops[i], Stderr: strings.TrimSpace(msg)})
+			return results, fmt.Errorf("%s: apply: %w", h.Host(), &OpError{Index: i, Op: ops[i], Stderr: strings.TrimSpace(msg)})
 		case "Z":
 			if err := f.end(); err != nil {
-				return done, fmt.Errorf("%s: apply: %w", h.Host(), err)
+				return results, fmt.Errorf("%s: apply: %w", h.Host(), err)
 			}
-			if len(done) != len(ops) {
-				return done, fmt.Errorf("%s: apply: %d of %d ops reported", h.Host(), len(done), len(ops))
+			if len(results) != len(ops) {
+				return results, fmt.Errorf("%s: apply: %d of %d ops reported", h.Host(), len(results), len(ops))
 			}
-			return done, nil
+			done = true
+			return results, nil
 		default:
-			return done, fmt.Errorf("%s: apply: unexpected %s record", h.Host(), hdr[0])
+			return results, fmt.Errorf("%s: apply: unexpected %s record", h.Host(), hdr[0])
 		}
 	}
 }
