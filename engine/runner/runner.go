@@ -490,11 +490,12 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 		s.plan.Record(plan.Files)
 		return
 	}
-	if err := r.recordOwed(ctx, s, t, plan); err != nil {
+	w, err := r.owedWriter(s, t, plan)
+	if err != nil {
 		r.checkErr(tr, err)
 		return
 	}
-	res, err := m.Apply(ctx, h, plan)
+	res, err := m.Apply(ctx, w, plan)
 	if err != nil {
 		r.checkErr(tr, fmt.Errorf("apply: %w", err))
 		return
@@ -567,12 +568,14 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 	return nil
 }
 
-// recordOwed writes, before a notifying task changes the node, that its
-// handlers are owed, so a run killed between the write and the handler is
-// finished by the next run instead of leaving the node on the old config.
-func (r *runner) recordOwed(ctx context.Context, s *hostState, t *playbook.Task, plan *module.Plan) error {
+// owedWriter returns the Writer a notifying task applies through: its
+// first write carries, in the same round trip and ahead of the task's own
+// ops, the records that the task's handlers are owed. A run killed between
+// the write and the handler is then finished by the next run instead of
+// leaving the node on the old config.
+func (r *runner) owedWriter(s *hostState, t *playbook.Task, plan *module.Plan) (transport.Writer, error) {
 	if len(t.Notify) == 0 || t.Handler {
-		return nil
+		return s.h, nil
 	}
 	var ops []transport.Op
 	for _, hn := range t.Notify {
@@ -581,14 +584,43 @@ func (r *runner) recordOwed(ctx context.Context, s *hostState, t *playbook.Task,
 		}
 		op, err := transport.PendingOp(s.h.StateDir(), transport.PendingRecord{Handler: hn, RunID: r.o.RunID, Files: s.owed[hn], Since: time.Now().UTC()})
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("record pending handlers: %w", err)
 		}
 		ops = append(ops, op)
 	}
-	if _, err := s.h.Apply(ctx, ops); err != nil {
-		return fmt.Errorf("record pending handlers: %w", err)
+	return &prependWriter{Writer: s.h, ops: ops}, nil
+}
+
+// prependWriter puts ops ahead of the first change a module makes.
+type prependWriter struct {
+	transport.Writer
+	ops []transport.Op
+}
+
+// Apply performs the held ops and then the module's, in one round trip.
+func (w *prependWriter) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpResult, error) {
+	n := len(w.ops)
+	all := append(w.ops, ops...)
+	w.ops = nil
+	res, err := w.Writer.Apply(ctx, all)
+	if len(res) >= n {
+		res = res[n:]
+	} else {
+		res = nil
 	}
-	return nil
+	return res, err
+}
+
+// Exec first writes the held ops: a command may change the node too.
+func (w *prependWriter) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult, error) {
+	if len(w.ops) > 0 {
+		ops := w.ops
+		w.ops = nil
+		if _, err := w.Writer.Apply(ctx, ops); err != nil {
+			return nil, fmt.Errorf("record pending handlers: %w", err)
+		}
+	}
+	return w.Writer.Exec(ctx, c)
 }
 
 func (r *runner) checkErr(tr *report.TaskResult, err error) {

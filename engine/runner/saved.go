@@ -173,11 +173,12 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 	plan := st.Plan
 	tr.Plan = &plan
 	task := &playbook.Task{Name: st.Task, Module: st.Module, Notify: st.Notify, Handler: st.Handler}
-	if err := r.recordOwed(ctx, s, task, &plan); err != nil {
+	w, err := r.owedWriter(s, task, &plan)
+	if err != nil {
 		r.checkErr(tr, err)
 		return
 	}
-	res, err := m.Apply(ctx, s.h, &plan)
+	res, err := m.Apply(ctx, w, &plan)
 	if err != nil {
 		r.checkErr(tr, fmt.Errorf("apply: %w", err))
 		return

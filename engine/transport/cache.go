@@ -35,6 +35,18 @@ func (c *readCache) clear() {
 	c.files, c.globs, c.cmds, c.stages = nil, nil, nil, nil
 }
 
+// forget drops what the run read of paths a command may change, and every
+// command result (a command's output may depend on them); glob matches and
+// staged validations stay.
+func (c *readCache) forget(paths []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range paths {
+		delete(c.files, p)
+	}
+	c.cmds = map[string]*CmdResult{}
+}
+
 // wrote teaches the cache what a successful Apply did to the paths it
 // names, so the next task and the re-check after apply read them from
 // memory. Metadata follows Apply's rules: an op's mode, owner and group

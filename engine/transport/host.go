@@ -517,7 +517,11 @@ func (h *Host) checkOptions() error {
 // error. Commands run with LC_ALL=C, so their output does not depend on
 // the node's locale.
 func (h *Host) Exec(ctx context.Context, c Cmd) (*CmdResult, error) {
-	h.cache.clear()
+	if c.Touches != nil {
+		h.cache.forget(c.Touches)
+	} else {
+		h.cache.clear()
+	}
 	s := &script{}
 	if err := s.cmd(0, c); err != nil {
 		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)

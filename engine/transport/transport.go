@@ -59,6 +59,10 @@ type Cmd struct {
 	Script string
 	Argv   []string
 	Stdin  []byte
+	// Touches, for Exec, names every path the command may change (sysctl -p
+	// changes only /proc/sys files); what the run read of other paths stays
+	// valid. Nil means the command may change anything.
+	Touches []string `json:",omitempty"`
 }
 
 // Query asks for a node's state in one round trip.

@@ -375,7 +375,13 @@ func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*m
 	if len(d.Cmd) == 0 {
 		return res, nil
 	}
-	out, err := h.Exec(ctx, transport.Cmd{Argv: d.Cmd})
+	var touched []string
+	for k := range d.Want {
+		touched = append(touched, procPath(k))
+	}
+	// Setting kernel values changes /proc/sys and nothing else: what the
+	// run read of other files stays valid.
+	out, err := h.Exec(ctx, transport.Cmd{Argv: d.Cmd, Touches: touched})
 	if err != nil {
 		return nil, fmt.Errorf("set live values: %w", err)
 	}
