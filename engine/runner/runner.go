@@ -217,7 +217,18 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 		r.o.Observer.PlayStart(p.Name, names)
 	}
 	become := p.Become
-	for bi, batch := range p.Batches(len(hosts)) {
+	batches := p.Batches(len(hosts))
+	if r.o.Check {
+		// serial exists so a bad change stops before it reaches every
+		// node; check mode changes nothing, so a drift run plans every
+		// host at once (max_fail_percentage still applies).
+		all := make([]int, len(hosts))
+		for i := range all {
+			all[i] = i
+		}
+		batches = [][]int{all}
+	}
+	for bi, batch := range batches {
 		var active []*hostState
 		for _, i := range batch {
 			s := r.state(hosts[i])
@@ -285,10 +296,18 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			r.run.AddError(fmt.Sprintf("play %q: %s", p.Name, msg))
 			stopped = true
 		}
+		// The batch is done with these hosts for this play: what the run
+		// read of them is not needed again (a fleet's dumps add up).
+		for _, i := range batch {
+			if st := r.state(hosts[i]); st.h != nil {
+				st.h.Refresh()
+				st.prefetched = nil
+			}
+		}
 		if stopped {
 			return
 		}
-		if len(active) == 0 && bi < len(p.Batches(len(hosts)))-1 {
+		if len(active) == 0 && bi < len(batches)-1 {
 			r.run.AddError(fmt.Sprintf("play %q: every host of batch %d failed; stopping before the next batch is touched", p.Name, bi+1))
 			return
 		}

@@ -419,10 +419,37 @@ func TestSerialPercentBatches(t *testing.T) {
 	e := newEnv(t, "h1", "h2", "h3")
 	// 50% of 3 hosts rounds down to batches of one host.
 	plays := e.load("- hosts: all\n  serial: \"50%\"\n  tasks:\n" + task("one", "t1") + task("two", "t2"))
-	e.run(plays, e.options(true))
+	e.run(plays, e.options(false))
+	var checks []string
+	for _, en := range e.p.entries() {
+		if strings.HasPrefix(en, "check ") && !slices.Contains(checks, en) {
+			checks = append(checks, en)
+		}
+	}
 	want := []string{"check t1 h1", "check t2 h1", "check t1 h2", "check t2 h2", "check t1 h3", "check t2 h3"}
-	if got := e.p.entries(); !slices.Equal(got, want) {
-		t.Errorf("order = %q, want %q", got, want)
+	if !slices.Equal(checks, want) {
+		t.Errorf("order = %q, want %q", checks, want)
+	}
+}
+
+// TestCheckModeIgnoresSerial: a drift run changes nothing, so it plans
+// every host of a serial play at once, in linear order.
+func TestCheckModeIgnoresSerial(t *testing.T) {
+	e := newEnv(t, "h1", "h2", "h3")
+	plays := e.load("- hosts: all\n  serial: 1\n  tasks:\n" + task("one", "t1") + task("two", "t2"))
+	e.run(plays, e.options(true))
+	got := e.p.entries()
+	if len(got) != 6 {
+		t.Fatalf("entries %q", got)
+	}
+	for i, en := range got {
+		want := "check t1 "
+		if i >= 3 {
+			want = "check t2 "
+		}
+		if !strings.HasPrefix(en, want) {
+			t.Errorf("entry %d = %q: every host should finish t1 before any starts t2", i, en)
+		}
 	}
 }
 

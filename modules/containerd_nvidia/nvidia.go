@@ -119,10 +119,25 @@ func (Module) Describe(ma module.Args) string {
 	return a.State + " " + a.Path
 }
 
-// Prefetch is what Check reads before its first round trip of its own.
+// Prefetch is what Check reads before its first round trip of its own:
+// the containerd tree and, for state present, the runtime binaries' check.
 func (Module) Prefetch(ma module.Args) transport.Query {
 	a := ma.(*Args)
-	return ctrconf.PrefetchQuery(a.Config, a.Containerd)
+	q := ctrconf.PrefetchQuery(a.Config, a.Containerd)
+	if a.State == "present" {
+		q.Cmds = append(q.Cmds, a.binCheck())
+	}
+	return q
+}
+
+// binCheck lists the requested runtime binaries that are missing or not
+// executable on the node.
+func (a *Args) binCheck() transport.Cmd {
+	var script strings.Builder
+	for _, r := range a.Runtimes {
+		fmt.Fprintf(&script, "test -x %s || echo %s\n", transport.ShellQuote(r.BinaryName), transport.ShellQuote(r.BinaryName))
+	}
+	return transport.Cmd{Script: script.String()}
 }
 
 // DumpRuntimesPrefix is where a containerd binary prints runtimes in its
@@ -162,11 +177,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	// the round trip that dumps the candidate when there is one.
 	var binCheck []transport.Cmd
 	if a.State == "present" {
-		var script strings.Builder
-		for _, r := range a.Runtimes {
-			fmt.Fprintf(&script, "test -x %s || echo %s\n", transport.ShellQuote(r.BinaryName), transport.ShellQuote(r.BinaryName))
-		}
-		binCheck = []transport.Cmd{{Script: script.String()}}
+		binCheck = []transport.Cmd{a.binCheck()}
 	}
 	binsMissing := func(r *transport.CmdResult) error {
 		if missing := strings.Fields(string(r.Stdout)); len(missing) > 0 {
@@ -221,7 +232,13 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	plan := &module.Plan{}
 	plan.Evidence = append(plan.Evidence, evidence("live tree", tree, base))
 	after := base
-	textChanged := !bytes.Equal(cand, live.Content)
+	// A candidate that differs from the file only in zero values inside
+	// the nvidia runtime tables (the GPU Operator writes runtime_engine =
+	// "" and friends) loads exactly as the file does: every other byte is
+	// the file's own, and a runtime entry's fields default to zero. The
+	// live dump above already proves what the file does; no second dump,
+	// no write.
+	textChanged := !bytes.Equal(cand, live.Content) && !(live.Exists && sameButZeros(live.Content, cand, isNvidia(names)))
 	if textChanged {
 		effs, extra, err := ctrconf.DumpManyWith(ctx, h, tree, []ctrconf.Overrides{{a.Path: cand}}, binCheck)
 		if err != nil {
@@ -269,6 +286,41 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		plan.Effective = []module.EffectiveChange{{Key: "(whole config)", Before: "does not load: " + firstLine(base.Err), After: "loads"}}
 	}
 	return plan, nil
+}
+
+func isNvidia(names []string) func(string) bool { return nvidiatoml.DefaultIsNvidia(names) }
+
+// sameButZeros reports whether two TOML files parse to the same values once
+// zero values are dropped inside nvidia runtime tables.
+func sameButZeros(a, b []byte, nvidia func(string) bool) bool {
+	var ma, mb map[string]any
+	if toml.Unmarshal(a, &ma) != nil || toml.Unmarshal(b, &mb) != nil {
+		return false
+	}
+	dropRuntimeZeros(ma, nil, nvidia)
+	dropRuntimeZeros(mb, nil, nvidia)
+	return reflect.DeepEqual(ma, mb)
+}
+
+// dropRuntimeZeros removes zero-valued leaves (and tables left empty) under
+// any plugins.<id>.containerd.runtimes.<nvidia name>.
+func dropRuntimeZeros(m map[string]any, path []string, nvidia func(string) bool) {
+	n := len(path)
+	inRuntime := n >= 5 && path[0] == "plugins" && path[2] == "containerd" && path[3] == "runtimes" && nvidia(path[4])
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok {
+			dropRuntimeZeros(sub, append(append([]string(nil), path...), k), nvidia)
+			if inRuntime || (n >= 4 && path[0] == "plugins" && path[3] == "runtimes" && nvidia(k)) {
+				if len(sub) == 0 {
+					delete(m, k)
+				}
+			}
+			continue
+		}
+		if inRuntime && isZero(v) {
+			delete(m, k)
+		}
+	}
 }
 
 // writeNeeded decides by meaning. With state absent the file must not

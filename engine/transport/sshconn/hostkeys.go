@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -52,17 +53,42 @@ type hostKeys struct {
 	accept bool
 }
 
+// parsed remembers each known_hosts file's parsed database while the file
+// is unchanged (same size and modification time): a run dials every host of
+// a fleet with the same file, and parsing it per dial made the controller's
+// CPU grow with the square of the fleet.
+var parsed = struct {
+	sync.Mutex
+	m map[string]parsedFile
+}{m: map[string]parsedFile{}}
+
+type parsedFile struct {
+	size int64
+	mod  time.Time
+	cb   ssh.HostKeyCallback
+}
+
 // load parses the known_hosts file; a missing file is an empty database so
 // that accept-new can create it.
 func (h *hostKeys) load() (ssh.HostKeyCallback, error) {
-	cb, err := knownhosts.New(h.file)
-	if err == nil {
-		return cb, nil
-	}
+	st, err := os.Stat(h.file)
 	if errors.Is(err, fs.ErrNotExist) {
 		return knownhosts.New()
 	}
-	return nil, fmt.Errorf("read known hosts %s: %w", h.file, err)
+	if err != nil {
+		return nil, fmt.Errorf("read known hosts %s: %w", h.file, err)
+	}
+	parsed.Lock()
+	defer parsed.Unlock()
+	if p, ok := parsed.m[h.file]; ok && p.size == st.Size() && p.mod.Equal(st.ModTime()) {
+		return p.cb, nil
+	}
+	cb, err := knownhosts.New(h.file)
+	if err != nil {
+		return nil, fmt.Errorf("read known hosts %s: %w", h.file, err)
+	}
+	parsed.m[h.file] = parsedFile{size: st.Size(), mod: st.ModTime(), cb: cb}
+	return cb, nil
 }
 
 // probeKey is a key no known_hosts file contains. Checking it against the
