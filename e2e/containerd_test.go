@@ -181,7 +181,8 @@ func TestDropinRefusedWhenSettingsLost(t *testing.T) {
         protect: [99-nvidia.toml]
         absorb: true
 `)
-	r := nc(t, append([]string{"apply"}, labArgs(l, absorb)...)...)
+	check, r := checkThenApply(t, l, absorb)
+	wantCode(t, check, 2)
 	wantCode(t, r, 0)
 	dump := l.Exec(t, node, "containerd", "config", "dump")
 	if !strings.Contains(dump, `config_path = "/etc/containerd/certs-harbor.d"`) || !strings.Contains(dump, "nvidia-container-runtime.cdi") {

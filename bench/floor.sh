@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# floor.sh DIR drift|converge|true: the machine's floor for a workload on the lab in DIR — one
+# OpenSSH connection per node, all nodes at once, doing only the essential remote work and sending
+# its output back. bench/run.sh times it like the tools.
+#
+#   true      `ssh node true`: connection setup, authentication and one session, nothing else.
+#   drift     the no-change drift run: what containerd loads (`containerd config dump`), the
+#             candidate check (`containerd --config FILE config dump`), the managed files and the
+#             live inotify values.
+#   converge  the same reads, then the writes the fix needs: the sysctl file, applied with
+#             `sysctl -p`; a validated config.toml (staged, `containerd --config <staged> config
+#             dump`, renamed into place); the shadowing drop-in moved out of conf.d; one
+#             `systemctl restart containerd`, then polling `ctr plugins ls` until the CRI plugin is ok.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+dir=${1:?usage: floor.sh DIR drift|converge|true}
+mode=${2:?usage: floor.sh DIR drift|converge|true}
+# shellcheck disable=SC1091
+source "$dir/lab.env"
+
+reads='containerd config dump
+containerd --config /etc/containerd/config.toml config dump
+cat /etc/sysctl.d/99-inotify.conf /proc/sys/fs/inotify/max_user_instances /proc/sys/fs/inotify/max_user_watches
+cat /etc/containerd/config.toml /etc/containerd/conf.d/*.toml'
+case $mode in
+true) script=true ;;
+drift) script=$reads ;;
+converge)
+	# The converged config.toml travels inside the script: still one connection and one session.
+	script="$reads 2>/dev/null || true
+set -e
+cat > /etc/sysctl.d/99-inotify.conf <<'NCBENCH_EOF'
+$(cat "$here/ansible/files/99-inotify.conf")
+NCBENCH_EOF
+sysctl -q -p /etc/sysctl.d/99-inotify.conf
+cat > /etc/containerd/config.toml.new <<'NCBENCH_EOF'
+$(cat "$here/ansible/files/config.toml")
+NCBENCH_EOF
+containerd --config /etc/containerd/config.toml.new config dump >/dev/null
+mv /etc/containerd/config.toml.new /etc/containerd/config.toml
+mkdir -p /etc/containerd/conf.d.disabled
+mv /etc/containerd/conf.d/zz-labhub-registry.toml /etc/containerd/conf.d.disabled/
+systemctl restart containerd
+i=0
+until ctr plugins ls | awk '\$1 == \"io.containerd.grpc.v1\" && \$2 == \"cri\" { s = \$NF } END { exit s != \"ok\" }'; do
+	i=\$((i + 1)); [ \$i -lt 300 ]; sleep 0.1
+done"
+	;;
+*)
+	echo "floor.sh: unknown mode $mode" >&2
+	exit 2
+	;;
+esac
+
+pids=()
+for na in $LAB_NODE_ADDRS; do
+	ssh -F /dev/null -i "$LAB_KEY" -o UserKnownHostsFile="$LAB_KNOWN_HOSTS" -o StrictHostKeyChecking=yes \
+		-o BatchMode=yes -p "$LAB_PORT" "root@${na#*=}" "$script" >/dev/null 2>&1 &
+	pids+=($!)
+done
+fail=0
+for p in "${pids[@]}"; do wait "$p" || fail=$((fail + 1)); done
+if ((fail)); then
+	echo "floor.sh: $fail of ${#pids[@]} nodes failed ($mode)" >&2
+	exit 1
+fi

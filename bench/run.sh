@@ -1,0 +1,311 @@
+#!/usr/bin/env bash
+# run.sh — `make bench`: nodeconverge side by side with ansible-playbook and with the machine's
+# floor on one local lab (see bench/README.md). Run as root.
+#
+# Environment (all optional):
+#   N=50          lab nodes
+#   RUNS=5        timed runs per tool and workload (the tools alternate run by run)
+#   SERIAL=all    `all`: both playbooks without `serial` (every host at once, forks = N: the
+#                 nightly fleet-wide drift run); `shipped`: serial: 1 as shipped (slow: N batches)
+#   SCALE=500     instead of the side-by-side: only nodeconverge's no-change drift run on SCALE
+#                 nodes without containerd daemons (RUNS defaults to 3 there)
+#   BENCH_DIR=/tmp/ncbench  BENCH_NET=127.60.0  lab directory and addresses
+#   BENCH_OUT=bench/results.md (SCALE mode: bench/results-scale.md)
+#   FORKS         nodeconverge -f (default N side by side, 50 in SCALE mode); Ansible always N
+#   BENCH_WORK=BENCH_DIR-work     every run's output, runs.tsv, traces (kept after the lab is gone)
+#   PROFILE=1     SCALE mode: one more drift run under `perf record`, summaries in BENCH_WORK
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+SCALE=${SCALE:-}
+if [[ -n $SCALE ]]; then
+	N=$SCALE
+	RUNS=${RUNS:-3}
+	OUT=${BENCH_OUT:-$here/results-scale.md}
+else
+	N=${N:-50}
+	RUNS=${RUNS:-5}
+	OUT=${BENCH_OUT:-$here/results.md}
+fi
+SERIAL=${SERIAL:-all}
+DIR=${BENCH_DIR:-/tmp/ncbench}
+NET=${BENCH_NET:-127.60.0}
+NC=$root/bin/nodeconverge
+LAB=$root/lab/lab.sh
+AP=/usr/bin/ansible-playbook
+# Work files (playbooks as run, every run's output, runs.tsv, strace traces) outlive the lab.
+W=${BENCH_WORK:-$DIR-work}
+((EUID == 0)) || {
+	echo "run.sh: must run as root (the lab uses mount namespaces)" >&2
+	exit 1
+}
+[[ -x $NC ]] || {
+	echo "run.sh: $NC missing (make build)" >&2
+	exit 1
+}
+[[ -n $SCALE || -x $AP ]] || {
+	echo "run.sh: $AP missing (apt-get install ansible-core)" >&2
+	exit 1
+}
+
+log() { printf '%s run.sh: %s\n' "$(date +%T)" "$*" >&2; }
+
+"$LAB" down --dir "$DIR" --purge >/dev/null 2>&1 || true
+trap '"$LAB" down --dir "$DIR" --purge >/dev/null 2>&1 || true' EXIT
+go_bin=${GO:-go}
+mkdir -p "$DIR"
+(cd "$root" && "$go_bin" build -o "$DIR/measure" ./bench/measure)
+MEASURE=$DIR/measure
+
+if [[ -n $SCALE ]]; then
+	"$LAB" up --dir "$DIR" --nodes "$N" --net "$NET" --scenario clean --no-containerd >/dev/null
+else
+	"$LAB" up --dir "$DIR" --nodes "$N" --net "$NET" --scenario incident >/dev/null
+fi
+# shellcheck disable=SC1091
+source "$DIR/lab.env"
+rm -rf "$W"
+mkdir -p "$W"
+# A private copy of the binary: bin/ is shared with whoever runs `make build` during the bench.
+cp "$NC" "$W/nodeconverge"
+NC=$W/nodeconverge
+NC_SHA=$(sha256sum "$NC" | cut -c1-12)
+NC_REV=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$root" diff --quiet 2>/dev/null || echo '+dirty')
+read -r -a NODES <<<"$LAB_NODES"
+
+# Both tools read the lab's inventory: Ansible YAML with ansible_host/port/user/key, and
+# ansible_ssh_common_args naming the lab's known_hosts with StrictHostKeyChecking=yes.
+INV=$W/inventory.yaml
+cp "$LAB_INVENTORY" "$INV"
+
+# The playbooks as run: SERIAL=all drops `serial: 1` from both, identically.
+mkdir -p "$W/ansible"
+cp -r "$here/ansible/." "$W/ansible/"
+if [[ $SERIAL == all ]]; then
+	sed '/^  serial: 1$/d' "$root/playbooks/gpu-containerd.yaml" >"$W/nc.yaml"
+	sed -i '/^  serial: 1$/d' "$W/ansible/gpu-containerd.yaml"
+else
+	cp "$root/playbooks/gpu-containerd.yaml" "$W/nc.yaml"
+fi
+export ANSIBLE_CONFIG=$here/ansible.cfg ANSIBLE_FORKS=$N ANSIBLE_NOCOLOR=1
+# forks = N, like Ansible's, side by side; the scale run uses a bastion-like 50 by default (at 500,
+# every handshake at once on these 2 shared cores runs into nodeconverge's 10 s connect timeout).
+if [[ -n $SCALE ]]; then FORKS=${FORKS:-50}; else FORKS=${FORKS:-$N}; fi
+NCARGS=(apply -i "$INV" --known-hosts "$LAB_KNOWN_HOSTS" --ssh-config /dev/null -f "$FORKS")
+
+# ---------------------------------------------------------------------------------------------------
+# per-run measurement
+
+# log_marks: remember each node's sshd.log size, so that a run's lines are what follows.
+declare -A MARK
+log_marks() {
+	local n
+	for n in "${NODES[@]}"; do MARK[$n]=$(stat -c %s "$DIR/nodes/$n/sshd.log"); done
+}
+# log_counts: per-host TCP connections ("Connection from") and SSH sessions ("Starting session:")
+# since log_marks, as "conn_min conn_max conn_total sess_min sess_max sess_total".
+log_counts() {
+	local n
+	for n in "${NODES[@]}"; do
+		tail -c +$((MARK[$n] + 1)) "$DIR/nodes/$n/sshd.log" |
+			awk '/Connection from/ {c++} /Starting session:/ {s++} END {print c+0, s+0}'
+	done | awk 'NR==1 {cmin=cmax=$1; smin=smax=$2}
+		{ if ($1<cmin) cmin=$1; if ($1>cmax) cmax=$1; if ($2<smin) smin=$2; if ($2>smax) smax=$2; c+=$1; s+=$2 }
+		END {print cmin, cmax, c, smin, smax, s}'
+}
+
+TSV=$W/runs.tsv
+echo -e "workload\ttool\trun\twall_s\tuser_s\tsys_s\tmaxrss_kb\texit\tconn_min\tconn_max\tconn_total\tsess_min\tsess_max\tsess_total" >"$TSV"
+
+# measure WORKLOAD TOOL RUN CMD...: one timed run; its output goes to W/WORKLOAD-TOOL-RUN.out.
+measure() {
+	local wl=$1 tool=$2 run=$3 j
+	shift 3
+	local out=$W/$wl-$tool-$run
+	log_marks
+	"$MEASURE" -o "$out.json" -- "$@" >"$out.out" 2>&1 </dev/null
+	j=$(<"$out.json")
+	# shellcheck disable=SC2046
+	set -- $(log_counts)
+	printf '%s\t%s\t%s\t%s\n' "$wl" "$tool" "$run" "$(/usr/bin/python3 -c '
+import json, sys
+r = json.loads(sys.argv[1])
+print("\t".join(str(r[k]) for k in ("wall_s", "user_s", "sys_s", "maxrss_kb", "exit")) + "\t" + "\t".join(sys.argv[2:]))
+' "$j" "$@")" >>"$TSV"
+	LAST_EXIT=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["exit"])' "$j")
+	log "$wl $tool #$run: $(tail -1 "$TSV" | cut -f4,5,6,8,11,14 | tr '\t' ' ') (wall user sys exit conns sessions)"
+}
+
+# Each tool's runner: ansible-playbook gets its own ControlPath dir per run, so every run starts
+# cold, as a nightly run would (ControlPersist masters are reaped by measure when the run ends).
+run_tool() {
+	local wl=$1 tool=$2 run=$3 check=()
+	[[ $wl == drift ]] && check=(--check)
+	case $tool in
+	nodeconverge) measure "$wl" "$tool" "$run" "$NC" "${NCARGS[@]}" "${check[@]}" --report json="$W/$wl-$tool-$run.report.json" "$W/nc.yaml" ;;
+	ansible)
+		local cp
+		cp=$(mktemp -d "$W/cp.XXXX")
+		ANSIBLE_SSH_CONTROL_PATH_DIR=$cp measure "$wl" "$tool" "$run" "$AP" -i "$INV" "${check[@]}" "$W/ansible/gpu-containerd.yaml"
+		rm -rf "$cp"
+		;;
+	floor) measure "$wl" "$tool" "$run" "$here/floor.sh" "$DIR" "$wl" ;;
+	ssh-true) measure "$wl" "$tool" "$run" "$here/floor.sh" "$DIR" true ;;
+	esac
+}
+
+# containerd_pids: "name pid" of each node's daemon as recorded by the lab's systemctl.
+containerd_pids() {
+	local n
+	for n in "${NODES[@]}"; do echo "$n $(cat "$DIR/nodes/$n/containerd.pid" 2>/dev/null || echo none)"; done
+}
+
+# verify_converged BEFORE_PIDS_FILE [deep]: the fix is in place on every node, from the host side,
+# and every daemon was restarted (a new live pid). With deep, also ask each node's containerd what
+# it loads (6 nvidia runtime lines expected).
+verify_converged() {
+	local before=$1 deep=${2:-} n c p old bad=0
+	while read -r n old; do
+		c=$DIR/nodes/$n/etc/containerd
+		p=$(cat "$DIR/nodes/$n/containerd.pid" 2>/dev/null || echo none)
+		if [[ -e $c/conf.d/zz-labhub-registry.toml || ! -e $c/conf.d.disabled/zz-labhub-registry.toml ]] ||
+			grep -q 'runtimes.nvidia' "$c/config.toml" ||
+			! cmp -s "$c/conf.d/99-nvidia.toml" "$here/ansible/files/99-nvidia.toml" ||
+			! cmp -s "$DIR/nodes/$n/etc/sysctl.d/99-inotify.conf" "$here/ansible/files/99-inotify.conf" ||
+			[[ $(<"$DIR/nodes/$n/proc/sys/fs/inotify/max_user_instances") != 8192 ]] ||
+			[[ $p == none || $p == "$old" || ! -d /proc/$p ]]; then
+			echo "run.sh: node $n not converged (containerd pid $old -> $p)" >&2
+			bad=1
+		fi
+	done <"$before"
+	if [[ $deep == deep ]]; then
+		for n in "${NODES[@]}"; do
+			c=$("$LAB" exec --dir "$DIR" "$n" -- sh -c 'containerd config dump | grep -c "runtimes\.nvidia"')
+			[[ $c == 6 ]] || {
+				echo "run.sh: node $n: containerd config dump shows $c nvidia runtime lines, want 6" >&2
+				bad=1
+			}
+		done
+	fi
+	return $bad
+}
+
+# ---------------------------------------------------------------------------------------------------
+# remote processes: one untimed, instrumented run per tool and workload, with strace following the
+# sshd of two nodes (a plain one and an omen-like one): every process sshd starts for the run
+# (sshd's own per-connection processes included) is one pid in the trace.
+declare -A PROCS
+count_procs() {
+	local wl=$1 tool=$2 n p t
+	local -a tr=() sp=() lp=()
+	local probe=("${NODES[0]}")
+	((${#NODES[@]} >= 4)) && probe+=("${NODES[3]}")
+	for n in "${probe[@]}"; do
+		t=$W/strace-$wl-$tool-$n
+		p=$(cat "$DIR/nodes/$n/sshd.pid")
+		lp+=("$p")
+		strace -f -qq -e trace=execve -o "$t" -p "$p" &
+		sp+=($!)
+		tr+=("$t")
+	done
+	# strace prints nothing when attached; give it the time to attach before the run starts.
+	sleep 1
+	run_tool "$wl" "$tool" probe >/dev/null 2>&1
+	sed -i '$d' "$TSV"
+	kill "${sp[@]}"
+	wait "${sp[@]}" 2>/dev/null || true
+	local counts=() i
+	for i in "${!tr[@]}"; do
+		# pids other than the listener's, and successful execs.
+		counts+=("$(awk -v l="${lp[i]}" '$1 != l {pid[$1]=1} /execve\(/ && / = 0$/ {e++} END {print length(pid) "/" e+0}' "${tr[i]}")")
+	done
+	PROCS[$wl-$tool]=${counts[*]}
+	log "remote processes/execs per host ($wl, $tool; ${probe[*]}): ${counts[*]}"
+}
+
+# ---------------------------------------------------------------------------------------------------
+# the workloads
+
+if [[ -n $SCALE ]]; then
+	"$here/reset.sh" "$DIR" converged --no-restart
+	for ((r = 1; r <= RUNS; r++)); do
+		run_tool drift nodeconverge "$r"
+		[[ $LAST_EXIT == 0 ]] || {
+			echo "run.sh: drift run $r exited $LAST_EXIT, want 0; see $W/drift-nodeconverge-$r.out" >&2
+			exit 1
+		}
+	done
+	count_procs drift nodeconverge
+	# Where the controller's CPU goes: one more drift run under perf (Go keeps frame pointers).
+	if [[ -n ${PROFILE:-} ]] && command -v perf >/dev/null; then
+		perf record -q -F 2999 -g -o "$W/perf.data" -- "$NC" "${NCARGS[@]}" --check "$W/nc.yaml" >/dev/null 2>&1 || true
+		perf report -i "$W/perf.data" --no-children -g none --percent-limit 0.7 --sort sym --stdio 2>/dev/null |
+			grep -v '^#' | grep -v '^$' >"$W/perf-top.txt" || true
+		perf report -i "$W/perf.data" --children -g none --percent-limit 3 --sort sym --stdio 2>/dev/null |
+			grep -v '^#' | grep -v '^$' >"$W/perf-children.txt" || true
+		log "CPU profile: $W/perf-top.txt (self), $W/perf-children.txt (inclusive)"
+	fi
+else
+	# (a) converge from the incident's state; the lab is reset before every run.
+	tools=(nodeconverge ansible)
+	for ((r = 1; r <= RUNS; r++)); do
+		# Alternate who goes first, so neither always meets a machine the other just loaded.
+		if ((r % 2)); then order=(nodeconverge ansible floor); else order=(ansible nodeconverge floor); fi
+		for t in "${order[@]}"; do
+			"$here/reset.sh" "$DIR" incident
+			containerd_pids >"$W/pids.before"
+			run_tool converge "$t" "$r"
+			[[ $LAST_EXIT == 0 ]] || {
+				echo "run.sh: converge $t #$r exited $LAST_EXIT; see $W/converge-$t-$r.out" >&2
+				exit 1
+			}
+			deep=""
+			((r == 1)) && deep=deep
+			verify_converged "$W/pids.before" $deep || {
+				echo "run.sh: converge $t #$r left nodes unconverged; see $W/converge-$t-$r.out" >&2
+				exit 1
+			}
+		done
+	done
+	# (b) no-change drift run on converged nodes. Start from Ansible's converge: its config.toml
+	# (shipped whole) is the one both tools accept unchanged, byte for byte.
+	"$here/reset.sh" "$DIR" incident
+	ANSIBLE_SSH_CONTROL_PATH_DIR=$(mktemp -d "$W/cp.XXXX") "$AP" -i "$INV" "$W/ansible/gpu-containerd.yaml" >"$W/drift-baseline.out" 2>&1
+	for ((r = 1; r <= RUNS; r++)); do
+		if ((r % 2)); then order=(nodeconverge ansible floor ssh-true); else order=(ansible nodeconverge floor ssh-true); fi
+		for t in "${order[@]}"; do
+			run_tool drift "$t" "$r"
+			case $t in
+			nodeconverge) [[ $LAST_EXIT == 0 ]] || {
+				echo "run.sh: nodeconverge --check found drift (exit $LAST_EXIT); see $W/drift-$t-$r.out" >&2
+				exit 1
+			} ;;
+			ansible) if [[ $LAST_EXIT != 0 ]] || grep -Eq 'changed=[1-9]|failed=[1-9]' "$W/drift-$t-$r.out"; then
+				echo "run.sh: ansible --check found drift or failed; see $W/drift-$t-$r.out" >&2
+				exit 1
+			fi ;;
+			*) [[ $LAST_EXIT == 0 ]] || exit 1 ;;
+			esac
+		done
+	done
+	for t in nodeconverge ansible floor ssh-true; do count_procs drift "$t"; done
+	for t in nodeconverge ansible floor; do
+		"$here/reset.sh" "$DIR" incident
+		count_procs converge "$t"
+	done
+fi
+
+# ---------------------------------------------------------------------------------------------------
+# the table
+
+procs_tsv=$W/procs.tsv
+: >"$procs_tsv"
+for k in "${!PROCS[@]}"; do printf '%s\t%s\n' "$k" "${PROCS[$k]}" >>"$procs_tsv"; done
+mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
+cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+ans=$([[ -x $AP ]] && "$AP" --version 2>/dev/null | head -1 || echo none)
+machine="$(nproc) cores ($cpu), $mem, Linux $(uname -r)"
+versions="$(go version 2>/dev/null | cut -d' ' -f3) · $ans · containerd $(containerd --version | cut -d' ' -f3) · $(ssh -V 2>&1 | cut -d, -f1) · nodeconverge $NC_REV at start (binary sha256 $NC_SHA)"
+/usr/bin/python3 "$here/table.py" "$TSV" "$procs_tsv" "$N" "$RUNS" "$SERIAL" "${SCALE:+scale}" "$machine" "$versions" "$(date -u +%F)" "$FORKS" >"$OUT"
+cat "$OUT"
+log "wrote $OUT (raw runs: $TSV; the lab is removed on exit)"

@@ -1,0 +1,111 @@
+"""Turn bench/run.sh's raw runs (runs.tsv) into the Markdown results table.
+
+Usage: table.py RUNS_TSV PROCS_TSV N RUNS SERIAL MODE MACHINE VERSIONS DATE FORKS
+(MODE is "scale" for the nodeconverge-only scale run, else empty.)
+"""
+import csv
+import statistics
+import sys
+
+runs_tsv, procs_tsv, n, nruns, serial, mode, machine, versions, date, forks = sys.argv[1:11]
+n = int(n)
+
+rows = list(csv.DictReader(open(runs_tsv), delimiter="\t"))
+procs = {}
+for line in open(procs_tsv):
+    k, v = line.rstrip("\n").split("\t", 1)
+    procs[k] = v
+
+
+def med(rs, f):
+    return statistics.median(f(r) for r in rs)
+
+
+def cpu(r):
+    return float(r["user_s"]) + float(r["sys_s"])
+
+
+def spread(rs, lo, hi, total):
+    """Per-host figure of the runs: "k" when every host of every run had k, else min-max."""
+    mn = min(int(r[lo]) for r in rs)
+    mx = max(int(r[hi]) for r in rs)
+    return str(mn) if mn == mx else f"{mn}–{mx}"
+
+
+order = ["nodeconverge", "ansible", "floor", "ssh-true"]
+label = {
+    "nodeconverge": "nodeconverge",
+    "ansible": "ansible-playbook",
+    "floor": "floor (1 ssh/node, essential work)",
+    "ssh-true": "`ssh node true`",
+}
+stats = {}
+out = []
+if mode == "scale":
+    out.append(f"# nodeconverge at scale: no-change drift run on {n} nodes\n")
+else:
+    out.append(f"# Benchmark: nodeconverge vs ansible-playbook vs the floor, {n} nodes\n")
+out.append(f"{date} · {machine}  \n{versions}  \n"
+           f"{nruns} timed runs per tool and workload (medians shown); playbook serial: "
+           f"{'as shipped (1)' if serial == 'shipped' else 'removed (all hosts at once)'}; "
+           f"nodeconverge -f {forks}{'' if mode == 'scale' else f', Ansible forks = {n}'}. "
+           "Method: bench/README.md.\n")
+for wl in ["converge", "drift"]:
+    wrs = [r for r in rows if r["workload"] == wl]
+    if not wrs:
+        continue
+    title = {"converge": "Converge from the incident's broken state (lab reset before each run)",
+             "drift": "No-change drift run (`--check`) on converged nodes"}[wl]
+    out.append(f"\n## {title}\n")
+    out.append("| tool | wall s | controller CPU s | CPU/host ms | peak RSS MB | TCP conn/host | SSH sessions/host | remote procs/host (execs) |")
+    out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for t in order:
+        rs = [r for r in wrs if r["tool"] == t]
+        if not rs:
+            continue
+        w, c, m = med(rs, lambda r: float(r["wall_s"])), med(rs, cpu), med(rs, lambda r: int(r["maxrss_kb"]))
+        stats[(wl, t)] = (w, c)
+        p = procs.get(f"{wl}-{t}", "")
+        p = " · ".join(p.split()) if p else "–"
+        out.append(f"| {label[t]} | {w:.2f} | {c:.2f} | {1000 * c / n:.1f} | {m / 1024:.0f} | "
+                   f"{spread(rs, 'conn_min', 'conn_max', 'conn_total')} | "
+                   f"{spread(rs, 'sess_min', 'sess_max', 'sess_total')} | {p} |")
+    ratios = []
+    nc = stats.get((wl, "nodeconverge"))
+    for t in ["ansible", "floor"]:
+        o = stats.get((wl, t))
+        if nc and o:
+            ratios.append(f"nodeconverge/{label[t].split(' ')[0]}: wall **{nc[0] / o[0]:.2f}x**, CPU {nc[1] / o[1]:.2f}x")
+    if ratios:
+        out.append("\n" + "; ".join(ratios) + ".")
+
+out.append("\nRemote procs: processes sshd started for one run on a plain node · an omen-like node "
+           "(its config.toml has the nvidia block pasted twice), sshd's own per-connection processes "
+           "included; in parentheses, successful execve calls. From an extra, untimed run under strace.")
+
+nc = stats.get(("drift", "nodeconverge"))
+if nc:
+    out.append("\n## Targets (issue 6)\n")
+    out.append("| target | measured | met |")
+    out.append("| --- | --- | --- |")
+    rs = [r for r in rows if r["workload"] == "drift" and r["tool"] == "nodeconverge"]
+    fl = stats.get(("drift", "floor"))
+    an = stats.get(("drift", "ansible"))
+    if fl:
+        out.append(f"| drift wall ≤ 1.2x floor | {nc[0] / fl[0]:.2f}x | {'yes' if nc[0] / fl[0] <= 1.2 else 'no'} |")
+    if an:
+        out.append(f"| drift ≥ 6x ahead of Ansible | {an[0] / nc[0]:.1f}x | {'yes' if an[0] / nc[0] >= 6 else 'no'} |")
+    cph = 1000 * nc[1] / n
+    out.append(f"| controller CPU ≤ 10 ms/host (no-change) | {cph:.1f} ms | {'yes' if cph <= 10 else 'no'} |")
+    cv, ca = stats.get(("converge", "nodeconverge")), stats.get(("converge", "ansible"))
+    if cv and ca:
+        out.append(f"| converge ≥ 5x faster than Ansible | {ca[0] / cv[0]:.1f}x | {'yes' if ca[0] / cv[0] >= 5 else 'no'} |")
+    allnc = [r for r in rows if r["tool"] == "nodeconverge"]
+    cmin, cmax = min(int(r["conn_min"]) for r in allnc), max(int(r["conn_max"]) for r in allnc)
+    out.append(f"| exactly 1 TCP connection/host/run | {cmin}–{cmax} | {'yes' if cmin == cmax == 1 else 'no'} |")
+    smax = max(int(r["sess_max"]) for r in rs)
+    out.append(f"| ≤ 3 SSH sessions/host (no-change) | {smax} | {'yes' if smax <= 3 else 'no'} |")
+    if mode == "scale":
+        rss = med(rs, lambda r: int(r["maxrss_kb"])) / 1024
+        out.append(f"| {n} nodes: peak RSS < 150 MB | {rss:.0f} MB | {'yes' if rss < 150 else 'no'} |")
+print("\n".join(out))
