@@ -17,7 +17,8 @@ set -euo pipefail
 LAB_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NODE_PATH_ENV=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Host paths each node gets its own copy of (bind-mounted from DIR/nodes/NAME/<same path>).
-MOUNTED_DIRS=(/etc/containerd /etc/sysctl.d /etc/cni/net.d /run/containerd /var/lib/containerd
+# /run/nri: containerd 2.x's NRI socket; without it two 2.x nodes collide on one socket.
+MOUNTED_DIRS=(/etc/containerd /etc/sysctl.d /etc/cni/net.d /run/containerd /run/nri /var/lib/containerd
 	/var/lib/nodeconverge /root /usr/local/sbin /usr/local/nvidia)
 PROC_FILES=(/proc/sys/fs/inotify/max_user_instances /proc/sys/fs/inotify/max_user_watches)
 # Startup waits poll against these deadlines (seconds).

@@ -62,7 +62,7 @@ type Options struct {
 // mountedPrefixes are the node paths that lab.sh bind-mounts from the node's Root; everything else a
 // node sees is the host's own file. Keep in sync with MOUNTED_DIRS and PROC_FILES in lab.sh.
 var mountedPrefixes = []string{
-	"/etc/containerd", "/etc/sysctl.d", "/etc/cni/net.d", "/run/containerd", "/var/lib/containerd",
+	"/etc/containerd", "/etc/sysctl.d", "/etc/cni/net.d", "/run/containerd", "/run/nri", "/var/lib/containerd",
 	"/var/lib/nodeconverge", "/root", "/usr/local/sbin", "/usr/local/nvidia",
 	"/proc/sys/fs/inotify/max_user_instances", "/proc/sys/fs/inotify/max_user_watches",
 }
