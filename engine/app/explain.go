@@ -144,8 +144,18 @@ func writeExplanation(w io.Writer, he HostExplanation, all bool) {
 	}
 	for _, s := range e.Shadows {
 		fmt.Fprintf(w, "  SHADOWING: %s hides %d value(s) that earlier files set:\n", s.File, len(s.Restored))
+		zero := 0
 		for _, c := range s.Restored {
+			if !all && report.IsZeroValue(c.After) {
+				// A hidden table brings every field at its zero value;
+				// the lines that matter are the others.
+				zero++
+				continue
+			}
 			fmt.Fprintf(w, "    %s: %s without it, %s with it\n", c.Key, orAbsent(c.After), orAbsent(c.Before))
+		}
+		if zero > 0 {
+			fmt.Fprintf(w, "    (and %d more at their zero value; --all lists them)\n", zero)
 		}
 	}
 	if len(e.Lost) > 0 {

@@ -142,7 +142,7 @@ func PlanDiff(host string, p *module.Plan) string {
 		zero := 0
 		for _, e := range p.Effective {
 			switch {
-			case e.Before == "" && isZeroValue(e.After):
+			case e.Before == "" && IsZeroValue(e.After):
 				// A new table brings every field at its zero value;
 				// listing them hides the lines that matter.
 				zero++
@@ -176,7 +176,9 @@ func sanitize(s string) string {
 	}, s)
 }
 
-func isZeroValue(v string) bool {
+// IsZeroValue reports whether a flattened TOML value is its type's zero
+// value, the noise a newly loaded table brings along.
+func IsZeroValue(v string) bool {
 	switch v {
 	case `""`, "0", "false", "[]", "{}", "0.0":
 		return true
