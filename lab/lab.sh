@@ -415,12 +415,22 @@ proc_namespaces() {
 	find /proc -mindepth 3 -maxdepth 3 -path '/proc/[0-9]*/ns/mnt' -printf '%h %l\n' 2>/dev/null || true
 }
 
-# pids_in_namespaces NSFILE: pids whose mount namespace is listed in NSFILE (never our own namespace).
+# pids_in_namespaces NSFILE: pids whose mount namespace is listed in NSFILE (never our own namespace)
+# and that really are this lab's: a namespace's id is an inode number the kernel reuses once the
+# namespace is gone, so a stale NSFILE (a lab already down, a crashed node) would name some other
+# program's namespace. A process of this lab sees the node directories mounted (its mountinfo names
+# <lab dir name>/nodes/; the name, not the full path, since mountinfo shows paths relative to the
+# filesystem the lab dir is on); anything else is left alone.
 pids_in_namespaces() {
-	local self
+	local self p mark
 	self=$(readlink /proc/self/ns/mnt)
+	mark="/$(basename "$DIR")/nodes/"
 	proc_namespaces |
-		awk -v self="$self" 'NR==FNR { ns[$1]=1; next } $2 != self && ($2 in ns) { split($1, p, "/"); print p[3] }' "$1" -
+		awk -v self="$self" 'NR==FNR { ns[$1]=1; next } $2 != self && ($2 in ns) { split($1, p, "/"); print p[3] }' "$1" - |
+		while read -r p; do
+			grep -qF "$mark" "/proc/$p/mountinfo" 2>/dev/null && echo "$p"
+		done
+	return 0
 }
 
 # wait_dead DEADLINE PID...: poll until no PID is alive; false if the deadline passed first. A process
