@@ -74,7 +74,7 @@ func (o *Overlay) Query(ctx context.Context, q transport.Query) (*transport.Snap
 	}
 	for _, p := range q.Files {
 		if f, ok := planned[p]; ok {
-			snap.Files[p] = overlaid(f, snap.Files[p])
+			snap.Files[p] = f.Written(snap.Files[p])
 		}
 	}
 	for _, g := range q.Globs {
@@ -92,7 +92,7 @@ func (o *Overlay) Query(ctx context.Context, q transport.Query) (*transport.Snap
 			}
 			set[p] = f.Exists
 			if f.Exists {
-				snap.Files[p] = overlaid(f, snap.Files[p])
+				snap.Files[p] = f.Written(snap.Files[p])
 			}
 		}
 		var matches []string
@@ -108,30 +108,4 @@ func (o *Overlay) Query(ctx context.Context, q transport.Query) (*transport.Snap
 		snap.Globs[g] = matches
 	}
 	return snap, nil
-}
-
-// overlaid is what a Query sees of a planned file: the plan's content over
-// the live file's metadata wherever the change keeps it (Mode 0, Owner and
-// Group "" keep the existing ones, as Apply does, and a new file without a
-// mode is created 0644). Otherwise a later task managing the same file
-// would see a mode or owner change that apply never makes.
-func overlaid(f, live *transport.FileInfo) *transport.FileInfo {
-	c := *f
-	if !c.Exists {
-		return &c
-	}
-	if live != nil && live.Exists && !live.IsDir {
-		if c.Mode == 0 {
-			c.Mode = live.Mode
-		}
-		if c.Owner == "" {
-			c.Owner, c.UID = live.Owner, live.UID
-		}
-		if c.Group == "" {
-			c.Group, c.GID = live.Group, live.GID
-		}
-	} else if c.Mode == 0 {
-		c.Mode = 0o644
-	}
-	return &c
 }

@@ -85,20 +85,7 @@ func (c *readCache) wrote(ops []Op) {
 		switch op.Kind {
 		case OpWrite:
 			f := &FileInfo{Path: op.Path, Exists: true, Content: op.Content, Mode: op.Mode, Owner: op.Owner, Group: op.Group}
-			if prev != nil && prev.Exists && !prev.IsDir {
-				if f.Mode == 0 {
-					f.Mode = prev.Mode
-				}
-				if f.Owner == "" {
-					f.Owner, f.UID = prev.Owner, prev.UID
-				}
-				if f.Group == "" {
-					f.Group, f.GID = prev.Group, prev.GID
-				}
-			} else if f.Mode == 0 {
-				f.Mode = 0o644
-			}
-			set(op.Path, f)
+			set(op.Path, f.Written(prev))
 		case OpRemove:
 			set(op.Path, &FileInfo{Path: op.Path})
 		case OpMove:
@@ -114,6 +101,31 @@ func (c *readCache) wrote(ops []Op) {
 			}
 		}
 	}
+}
+
+// Written is f as Apply leaves it when it replaces prev: a zero Mode and
+// empty Owner and Group keep the previous file's, and a new file without a
+// mode is created 0644. The check-mode overlay and the read cache both
+// predict files this way, so neither reports a change apply never makes.
+func (f *FileInfo) Written(prev *FileInfo) *FileInfo {
+	c := *f
+	if !c.Exists {
+		return &c
+	}
+	if prev != nil && prev.Exists && !prev.IsDir {
+		if c.Mode == 0 {
+			c.Mode = prev.Mode
+		}
+		if c.Owner == "" {
+			c.Owner, c.UID = prev.Owner, prev.UID
+		}
+		if c.Group == "" {
+			c.Group, c.GID = prev.Group, prev.GID
+		}
+	} else if c.Mode == 0 {
+		c.Mode = 0o644
+	}
+	return &c
 }
 
 // ShellMatch matches a path against a glob as the node's shell expands it:
