@@ -230,3 +230,27 @@ func TestExplainIncident(t *testing.T) {
 		t.Fatalf("explain --json owners: %+v", out)
 	}
 }
+
+// TestDropinsReportMode: mode report names the shadowing drop-in and what
+// it hides, and moves nothing.
+func TestDropinsReportMode(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 3, Scenario: "incident", NoContainerd: true})
+	node := l.Nodes[0].Name
+	before := l.HashTree(t, node)
+	pb := writePlaybook(t, `
+- name: report
+  hosts: `+node+`
+  tasks:
+    - name: report shadowing drop-ins
+      containerd_dropins:
+        mode: report
+`)
+	r := nc(t, append([]string{"apply", "-v"}, labArgs(l, pb)...)...)
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "skipped: ["+node+"]") || !strings.Contains(r.stdout, "zz-labhub-registry.toml shadows") || !strings.Contains(r.stdout, "BinaryName") {
+		t.Fatalf("report mode should name the drop-in and what it hides:\n%s", r)
+	}
+	if d := cmp.Diff(before, l.HashTree(t, node)); d != "" {
+		t.Fatalf("report mode changed files:\n%s", d)
+	}
+}
