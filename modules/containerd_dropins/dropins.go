@@ -122,10 +122,17 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		variants = append(variants, ctrconf.Overrides{s.File: nil})
 		all[s.File] = nil
 	}
-	variants = append(variants, all)
+	if len(movable) > 1 {
+		variants = append(variants, all)
+	}
 	effs, err := ctrconf.DumpMany(ctx, h, tree, variants)
 	if err != nil {
 		return nil, fmt.Errorf("dump without shadowing drop-ins: %w", err)
+	}
+	if len(movable) == 1 {
+		// Without the one file is without all of them: the same tree,
+		// dumped once. effs[len(effs)-1] below is that tree either way.
+		effs = append(effs, effs[0])
 	}
 	var refusals []string
 	absorbed := map[string]map[string]any{} // owner path -> its parsed content with absorbed keys
