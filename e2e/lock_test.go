@@ -30,10 +30,9 @@ func waitFile(t *testing.T, path string, within time.Duration) {
 
 func start(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := command(args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK=")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

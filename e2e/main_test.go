@@ -51,10 +51,9 @@ func (r result) String() string {
 // only when the binary could not run at all.
 func nc(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := command(args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK=")
 	err := cmd.Run()
 	code := 0
 	if err != nil {
@@ -65,6 +64,14 @@ func nc(t *testing.T, args ...string) result {
 		code = ee.ExitCode()
 	}
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// command is the binary with args and no SSH agent, so a run can only use
+// the keys the lab's inventory names.
+func command(args ...string) *exec.Cmd {
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK=")
+	return cmd
 }
 
 // labArgs are the flags that point the binary at a lab.

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"nodeconverge/engine/app"
 	"nodeconverge/engine/report"
@@ -65,33 +66,18 @@ applies exactly that plan and refuses any host whose files changed since.`,
 			o.Playbooks = args
 			o.Stdout = cmd.OutOrStdout()
 			o.Stderr = cmd.ErrOrStderr()
-			code, err := app.Apply(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			if code != 0 {
-				return exitError{code}
-			}
-			return nil
+			return exit(app.Apply(cmd.Context(), o))
 		},
 	}
-	f := c.Flags()
-	f.StringVarP(&o.Inventory, "inventory", "i", "", "inventory file (Ansible YAML)")
+	f := fleetFlags(c, &o.Fleet)
 	f.BoolVarP(&o.Check, "check", "C", false, "plan only: change nothing, exit 2 when changes are pending")
 	f.BoolVarP(&o.Diff, "diff", "D", false, "show unified diffs of files and of the effective config")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "show notes, validation evidence and command output")
-	f.StringVarP(&o.Limit, "limit", "l", "", "limit to hosts matching an Ansible pattern")
-	f.IntVarP(&o.Forks, "forks", "f", 20, "hosts worked on at once")
 	f.StringArrayVarP(&o.ExtraVars, "extra-vars", "e", nil, "key=value (or @file.yaml); beats every other variable")
-	f.StringVar(&o.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
-	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "record unknown host keys (a changed key is always refused)")
-	f.StringVar(&o.SSHConfig, "ssh-config", "", "ssh config file (default ~/.ssh/config)")
-	f.StringArrayVar(&o.Redact, "redact", nil, "also redact this key (a name such as client_secret, or a dotted key path); repeatable")
 	f.StringVar(&o.Out, "out", "", "with --check: save the plan to FILE (mode 0600; it holds file contents)")
 	f.StringArrayVar(&o.Reports, "report", nil, "write a report: json=FILE (versioned JSON) or prom=FILE (Prometheus textfile); repeatable")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "print only failures, run errors and the recap; no progress line")
 	f.StringVar(&o.StateDir, "state-dir", "", "state directory on the nodes (default /var/lib/nodeconverge)")
-	must(c.MarkFlagRequired("inventory"))
 	return c
 }
 
@@ -122,30 +108,40 @@ func explainCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Stdout = cmd.OutOrStdout()
-			code, err := app.Explain(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			if code != 0 {
-				return exitError{code}
-			}
-			return nil
+			return exit(app.Explain(cmd.Context(), o))
 		},
 	}
-	f := c.Flags()
-	f.StringVarP(&o.Inventory, "inventory", "i", "", "inventory file")
-	f.StringVarP(&o.Limit, "limit", "l", "", "limit to hosts matching an Ansible pattern")
+	f := fleetFlags(c, &o.Fleet)
 	f.StringVar(&o.Config, "config", "/etc/containerd/config.toml", "main containerd config on the nodes")
 	f.StringVar(&o.Containerd, "containerd", "containerd", "containerd binary on the nodes")
 	f.BoolVar(&o.JSON, "json", false, "print JSON")
 	f.BoolVar(&o.All, "all", false, "also list keys that are built-in defaults")
+	return c
+}
+
+// fleetFlags registers the flags of every command that reaches nodes.
+func fleetFlags(c *cobra.Command, o *app.Fleet) *pflag.FlagSet {
+	f := c.Flags()
+	f.StringVarP(&o.Inventory, "inventory", "i", "", "inventory file (Ansible YAML)")
+	f.StringVarP(&o.Limit, "limit", "l", "", "limit to hosts matching an Ansible pattern")
 	f.IntVarP(&o.Forks, "forks", "f", 20, "hosts worked on at once")
 	f.StringVar(&o.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
+	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "record unknown host keys (a changed key is always refused)")
 	f.StringVar(&o.SSHConfig, "ssh-config", "", "ssh config file (default ~/.ssh/config)")
-	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "record unknown host keys")
-	f.StringArrayVar(&o.Redact, "redact", nil, "also redact this key (a name or a dotted key path); repeatable")
+	f.StringArrayVar(&o.Redact, "redact", nil, "also redact this key (a name such as client_secret, or a dotted key path); repeatable")
 	must(c.MarkFlagRequired("inventory"))
-	return c
+	return f
+}
+
+// exit turns a command's exit code into cobra's error convention.
+func exit(code int, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case code != 0:
+		return exitError{code}
+	}
+	return nil
 }
 
 func must(err error) {

@@ -25,26 +25,42 @@ import (
 	_ "nodeconverge/modules/all"
 )
 
-// ApplyOptions are the flags of `nodeconverge apply`.
-type ApplyOptions struct {
+// Fleet are the options of every command that reaches nodes: which hosts,
+// how many at once, how to trust and reach them, what never to show.
+type Fleet struct {
 	Inventory         string
-	Playbooks         []string
-	Check             bool
-	Diff              bool
-	Verbose           bool
 	Limit             string
 	Forks             int
-	ExtraVars         []string
 	KnownHosts        string
-	AcceptNewHostKeys bool
 	SSHConfig         string
-	StateDir          string
+	AcceptNewHostKeys bool
+	// Redact lists more credential keys (names or dotted key paths).
+	Redact []string
+}
+
+// ssh builds the transport options of the fleet's connections.
+func (f Fleet) ssh() sshconn.Options {
+	return sshconn.Options{
+		KnownHostsFile:    f.KnownHosts,
+		AcceptNewHostKeys: f.AcceptNewHostKeys,
+		SSHConfigFile:     f.SSHConfig,
+		UseAgent:          os.Getenv("SSH_AUTH_SOCK") != "",
+	}
+}
+
+// ApplyOptions are the flags of `nodeconverge apply`.
+type ApplyOptions struct {
+	Fleet
+	Playbooks []string
+	Check     bool
+	Diff      bool
+	Verbose   bool
+	ExtraVars []string
+	StateDir  string
 	// Reports are "json=FILE" or "prom=FILE"; written whatever the outcome.
 	Reports []string
 	// Out, with Check, saves the plan for a later `apply FILE`.
 	Out string
-	// Redact lists more credential keys (names or dotted key paths).
-	Redact []string
 	// Quiet prints only failures, run errors and the recap, and never a
 	// progress line (--quiet, for cron mail).
 	Quiet  bool
@@ -52,17 +68,6 @@ type ApplyOptions struct {
 	// Stderr gets the live "TASK [x]: done/total hosts" line when it is a
 	// terminal; nil or anything else gets nothing.
 	Stderr io.Writer
-}
-
-// SSHOptions builds the transport options shared by every command that
-// reaches nodes.
-func SSHOptions(knownHosts, sshConfig string, acceptNew bool) sshconn.Options {
-	return sshconn.Options{
-		KnownHostsFile:    knownHosts,
-		AcceptNewHostKeys: acceptNew,
-		SSHConfigFile:     sshConfig,
-		UseAgent:          os.Getenv("SSH_AUTH_SOCK") != "",
-	}
 }
 
 // Dialer returns the runner's Dial function: one SSH connection per host,
@@ -102,7 +107,7 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	if out == nil {
 		out = os.Stdout
 	}
-	ssh := SSHOptions(o.KnownHosts, o.SSHConfig, o.AcceptNewHostKeys)
+	ssh := o.ssh()
 	ropts := runner.Options{
 		Check: o.Check, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra,
 		Dial: Dialer(ssh), IsUnreachable: sshconn.IsUnreachable,

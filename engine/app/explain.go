@@ -19,18 +19,12 @@ import (
 
 // ExplainOptions are the flags of `nodeconverge explain`.
 type ExplainOptions struct {
-	Inventory         string
-	Limit             string
-	Config            string
-	Containerd        string
-	JSON              bool
-	All               bool
-	Forks             int
-	KnownHosts        string
-	SSHConfig         string
-	AcceptNewHostKeys bool
-	Redact            []string
-	Stdout            io.Writer
+	Fleet
+	Config     string
+	Containerd string
+	JSON       bool
+	All        bool
+	Stdout     io.Writer
 }
 
 // HostExplanation is one host's answer, or why there is none.
@@ -59,7 +53,7 @@ func Explain(ctx context.Context, o ExplainOptions) (int, error) {
 	if o.Forks <= 0 {
 		o.Forks = 20
 	}
-	dial := Dialer(SSHOptions(o.KnownHosts, o.SSHConfig, o.AcceptNewHostKeys))
+	dial := Dialer(o.ssh())
 	out := make([]HostExplanation, len(hosts))
 	sem := make(chan struct{}, o.Forks)
 	var wg sync.WaitGroup
@@ -146,7 +140,7 @@ func writeExplanation(w io.Writer, he HostExplanation, all bool) {
 		fmt.Fprintf(w, "  SHADOWING: %s hides %d value(s) that earlier files set:\n", s.File, len(s.Restored))
 		zero := 0
 		for _, c := range s.Restored {
-			if !all && report.IsZeroValue(c.After) {
+			if !all && c.ZeroAfter() {
 				// A hidden table brings every field at its zero value;
 				// the lines that matter are the others.
 				zero++

@@ -50,12 +50,6 @@ type Prefetcher interface {
 	Prefetch(args Args) transport.Query
 }
 
-// Describer is implemented by modules that want a one-line summary of their
-// arguments in progress output.
-type Describer interface {
-	Describe(args Args) string
-}
-
 // Action is what a plan does to one path, a small closed set in the spirit of
 // terraform's plans.Action.
 type Action string
@@ -94,6 +88,17 @@ type EffectiveChange struct {
 	Key    string `json:"key"`
 	Before string `json:"before,omitempty"`
 	After  string `json:"after,omitempty"`
+}
+
+// ZeroAfter reports whether the new value is its type's zero value (or the
+// key goes away): the fields a newly loaded table brings along, which views
+// count rather than list so the lines that matter stand out.
+func (c EffectiveChange) ZeroAfter() bool {
+	switch c.After {
+	case "", `""`, "0", "0.0", "false", "[]", "{}":
+		return true
+	}
+	return false
 }
 
 // Evidence records one validation: which command proved what, and how it

@@ -55,6 +55,11 @@ type Play struct {
 	File              string
 }
 
+// AllTasks is the play's tasks followed by its handlers.
+func (p *Play) AllTasks() []*Task {
+	return append(append(make([]*Task, 0, len(p.Tasks)+len(p.Handlers)), p.Tasks...), p.Handlers...)
+}
+
 var playKeys = []string{"become", "gather_facts", "handlers", "hosts", "max_fail_percentage", "name", "serial", "tasks", "vars"}
 
 var taskKeys = []string{"name", "notify", "tags"}

@@ -10,6 +10,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/redact"
 )
 
 // Observer receives a run as it happens. The runner calls it from several
@@ -74,7 +75,7 @@ func (h *Human) Result(tr *TaskResult) {
 		msg = tr.Result.Msg
 	}
 	if msg != "" {
-		msg := sanitize(RedactText(strings.TrimRight(msg, "\n")))
+		msg := sanitize(redact.Text(strings.TrimRight(msg, "\n")))
 		if strings.Contains(msg, "\n") {
 			fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(msg, "\n", "\n    "))
 		} else {
@@ -82,7 +83,7 @@ func (h *Human) Result(tr *TaskResult) {
 		}
 	}
 	if tr.Result != nil && tr.Result.Output != "" && h.Verbose {
-		fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(sanitize(RedactText(tr.Result.Output)), "\n", "\n    "))
+		fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(sanitize(redact.Text(tr.Result.Output)), "\n", "\n    "))
 	}
 	b.WriteString("\n")
 	if tr.Plan != nil && h.Verbose {
@@ -116,7 +117,7 @@ func PlanDiff(host string, p *module.Plan) string {
 			to = "/dev/null"
 		}
 		ud := difflib.UnifiedDiff{
-			A: difflib.SplitLines(RedactText(string(f.Before))), B: difflib.SplitLines(RedactText(string(f.After))),
+			A: difflib.SplitLines(redact.Text(string(f.Before))), B: difflib.SplitLines(redact.Text(string(f.After))),
 			FromFile: from, ToFile: to, Context: 3,
 		}
 		text, err := difflib.GetUnifiedDiffString(ud)
@@ -142,7 +143,7 @@ func PlanDiff(host string, p *module.Plan) string {
 		zero := 0
 		for _, e := range p.Effective {
 			switch {
-			case e.Before == "" && IsZeroValue(e.After):
+			case e.Before == "" && e.ZeroAfter():
 				// A new table brings every field at its zero value;
 				// listing them hides the lines that matter.
 				zero++
@@ -174,16 +175,6 @@ func sanitize(s string) string {
 		}
 		return -1
 	}, s)
-}
-
-// IsZeroValue reports whether a flattened TOML value is its type's zero
-// value, the noise a newly loaded table brings along.
-func IsZeroValue(v string) bool {
-	switch v {
-	case `""`, "0", "false", "[]", "{}", "0.0":
-		return true
-	}
-	return false
 }
 
 // Done prints the recap.

@@ -4,7 +4,6 @@
 package report
 
 import (
-	"sort"
 	"sync"
 	"time"
 
@@ -163,24 +162,4 @@ func (r *Run) ExitCode() int {
 		return ExitDrift
 	}
 	return ExitOK
-}
-
-// ChangedFiles lists, per host, the paths that changed (or would change in
-// check mode), sorted: the unit the check/apply agreement is measured in.
-func (r *Run) ChangedFiles() map[string][]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[string][]string{}
-	for _, tr := range r.Results {
-		if tr.Status != Changed || tr.Plan == nil {
-			continue
-		}
-		for _, f := range tr.Plan.Files {
-			out[tr.Host] = append(out[tr.Host], string(f.Action)+" "+f.Path)
-		}
-	}
-	for h := range out {
-		sort.Strings(out[h])
-	}
-	return out
 }

@@ -13,11 +13,12 @@ import (
 	"github.com/prometheus/common/model"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/redact"
 )
 
 func TestRedactText(t *testing.T) {
 	in := "[plugins.\"io.containerd.grpc.v1.cri\".registry.configs.\"harbor\".auth]\n  username = \"robot\"\n  password = \"hunter2\"\r\n  identitytoken = 'tok-123'\nauths = { \"h\" = { auth = \"dXNlcjpwYXNz\" } }\nconfig_path = \"/etc/containerd/certs.d\"\n"
-	out := RedactText(in)
+	out := redact.Text(in)
 	for _, secret := range []string{"hunter2", "tok-123", "dXNlcjpwYXNz"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("%q survived redaction:\n%s", secret, out)

@@ -43,6 +43,35 @@ type Options struct {
 	Observer      report.Observer
 }
 
+// setDefaults fills what a caller may leave unset.
+func (o *Options) setDefaults() {
+	if o.Forks <= 0 {
+		o.Forks = 20
+	}
+	if o.RunID == "" {
+		o.RunID = transport.NewRunID(time.Now())
+	}
+	if o.IsUnreachable == nil {
+		o.IsUnreachable = func(error) bool { return false }
+	}
+}
+
+// limitSet resolves --limit to host names; nil means no limit.
+func limitSet(inv *inventory.Inventory, pattern string) (map[string]bool, error) {
+	if pattern == "" {
+		return nil, nil
+	}
+	hs, err := inv.Select(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("--limit: %w", err)
+	}
+	set := make(map[string]bool, len(hs))
+	for _, h := range hs {
+		set[h.Name] = true
+	}
+	return set, nil
+}
+
 type hostState struct {
 	host *inventory.Host
 	mu   sync.Mutex
@@ -83,16 +112,9 @@ func Preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 	var errs *multierror.Error
 	targets := map[*playbook.Play][]*inventory.Host{}
 	args := rendered{}
-	var limit map[string]bool
-	if o.Limit != "" {
-		hs, err := inv.Select(o.Limit)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--limit: %w", err)
-		}
-		limit = map[string]bool{}
-		for _, h := range hs {
-			limit[h.Name] = true
-		}
+	limit, err := limitSet(inv, o.Limit)
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, p := range plays {
 		hs, err := inv.Select(p.Hosts)
@@ -107,7 +129,7 @@ func Preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 			}
 		}
 		targets[p] = sel
-		for _, t := range append(append([]*playbook.Task(nil), p.Tasks...), p.Handlers...) {
+		for _, t := range p.AllTasks() {
 			args[t] = map[string]module.Args{}
 			for _, h := range sel {
 				a, err := t.Render(hostVars(h, p, o))
@@ -146,15 +168,7 @@ func hostVars(h *inventory.Host, p *playbook.Play, o Options) map[string]any {
 // Run executes the plays and returns what happened. It returns an error only
 // when the run could not start (bad input); task failures are in the Run.
 func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, o Options) (*report.Run, error) {
-	if o.Forks <= 0 {
-		o.Forks = 20
-	}
-	if o.RunID == "" {
-		o.RunID = transport.NewRunID(time.Now())
-	}
-	if o.IsUnreachable == nil {
-		o.IsUnreachable = func(error) bool { return false }
-	}
+	o.setDefaults()
 	targets, args, err := Preflight(inv, plays, o)
 	if err != nil {
 		return nil, err
@@ -162,7 +176,7 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 	r := &runner{o: o, inv: inv, run: report.NewRun(o.RunID, o.Check), hosts: map[string]*hostState{},
 		args: args, playOf: map[*playbook.Task]*playbook.Play{}}
 	for _, p := range plays {
-		for _, t := range append(append([]*playbook.Task(nil), p.Tasks...), p.Handlers...) {
+		for _, t := range p.AllTasks() {
 			r.playOf[t] = p
 		}
 	}
@@ -563,7 +577,7 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 	}
 	s.prefetched[p] = true
 	qs := []transport.Query{{Globs: []string{path.Join(transport.PendingDir(s.h.StateDir()), "*.json")}}}
-	for _, pt := range append(append([]*playbook.Task(nil), p.Tasks...), p.Handlers...) {
+	for _, pt := range p.AllTasks() {
 		m, ok := module.Lookup(pt.Module)
 		if !ok {
 			continue

@@ -22,26 +22,11 @@ import (
 // still what it was. A host whose files changed since is refused whole and
 // the others go on.
 func ApplySaved(ctx context.Context, inv *inventory.Inventory, sp *savedplan.Plan, o Options) (*report.Run, error) {
-	if o.Forks <= 0 {
-		o.Forks = 20
-	}
-	if o.RunID == "" {
-		o.RunID = transport.NewRunID(time.Now())
-	}
-	if o.IsUnreachable == nil {
-		o.IsUnreachable = func(error) bool { return false }
-	}
+	o.setDefaults()
 	o.Check = false
-	var limit map[string]bool
-	if o.Limit != "" {
-		hs, err := inv.Select(o.Limit)
-		if err != nil {
-			return nil, fmt.Errorf("--limit: %w", err)
-		}
-		limit = map[string]bool{}
-		for _, h := range hs {
-			limit[h.Name] = true
-		}
+	limit, err := limitSet(inv, o.Limit)
+	if err != nil {
+		return nil, err
 	}
 	r := &runner{o: o, inv: inv, run: report.NewRun(o.RunID, false), hosts: map[string]*hostState{}}
 	defer r.closeAll()

@@ -6,11 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"nodeconverge/engine/transport"
-	"nodeconverge/engine/transport/sshconn"
 	"nodeconverge/lab/labtest"
+	"nodeconverge/lab/labtest/labssh"
 )
 
 // TestLabLockFollowsTheSSHConnection checks the lock against a real sshd: the
@@ -21,16 +20,7 @@ func TestLabLockFollowsTheSSHConnection(t *testing.T) {
 	ctx := context.Background()
 	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "none", NoContainerd: true})
 	n := l.Nodes[0]
-	dial := func() transport.Conn {
-		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		c, err := sshconn.Dial(dctx, sshconn.Options{KnownHostsFile: l.KnownHosts, SSHConfigFile: "/dev/null"},
-			sshconn.Target{Name: n.Name, Address: n.Addr, Port: n.Port, User: "root", KeyFile: l.KeyFile})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	dial := func() transport.Conn { return labssh.Dial(t, l, n) }
 	c1 := dial()
 	h1 := transport.NewHost(c1, transport.HostOptions{RunID: "run-1"})
 	l1, err := h1.Lock(ctx, true, transport.NewLockOwner("run-1"))

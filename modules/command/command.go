@@ -44,9 +44,6 @@ func (Module) NewArgs() module.Args { return &Args{} }
 // it does not make the next Check come back empty, and that is fine.
 func (Module) Imperative() bool { return true }
 
-// Describe is the one-line summary shown in progress output.
-func (Module) Describe(a module.Args) string { return a.(*Args).cmd().String() }
-
 type cmdline struct{ transport.Cmd }
 
 func (c cmdline) String() string {

@@ -63,9 +63,6 @@ func (Module) NewArgs() module.Args {
 	}
 }
 
-// Describe is the one-line summary for progress output.
-func (Module) Describe(ma module.Args) string { return ma.(*Args).Config }
-
 func (a *Args) protected(path string) bool {
 	for _, p := range a.Protect {
 		if p == path || p == filepath.Base(path) {
@@ -371,8 +368,7 @@ func summary(cs []module.EffectiveChange) string {
 	// the zero-valued fields every restored table brings along.
 	var keys []string
 	for _, c := range cs {
-		switch c.After {
-		case `""`, "0", "false", "[]", "{}", "":
+		if c.ZeroAfter() {
 			continue
 		}
 		keys = append(keys, c.Key+" = "+c.After)

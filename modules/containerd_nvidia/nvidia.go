@@ -113,12 +113,6 @@ func (Module) NewArgs() module.Args {
 	}
 }
 
-// Describe is the one-line summary for progress output.
-func (Module) Describe(ma module.Args) string {
-	a := ma.(*Args)
-	return a.State + " " + a.Path
-}
-
 // Prefetch is what Check reads before its first round trip of its own:
 // the containerd tree and, for state present, the runtime binaries' check.
 func (Module) Prefetch(ma module.Args) transport.Query {
@@ -238,7 +232,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	// the file's own, and a runtime entry's fields default to zero. The
 	// live dump above already proves what the file does; no second dump,
 	// no write.
-	textChanged := !bytes.Equal(cand, live.Content) && !(live.Exists && sameButZeros(live.Content, cand, isNvidia(names)))
+	textChanged := !bytes.Equal(cand, live.Content) && !(live.Exists && sameButZeros(live.Content, cand, nvidiatoml.DefaultIsNvidia(names)))
 	if textChanged {
 		effs, extra, err := ctrconf.DumpManyWith(ctx, h, tree, []ctrconf.Overrides{{a.Path: cand}}, binCheck)
 		if err != nil {
@@ -287,8 +281,6 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	}
 	return plan, nil
 }
-
-func isNvidia(names []string) func(string) bool { return nvidiatoml.DefaultIsNvidia(names) }
 
 // sameButZeros reports whether two TOML files parse to the same values once
 // zero values are dropped inside nvidia runtime tables.

@@ -83,12 +83,6 @@ func (Module) NewArgs() module.Args {
 		Containerd: "containerd", Ctr: "ctr", Address: "/run/containerd/containerd.sock"}
 }
 
-// Describe is the one-line summary shown in progress output.
-func (Module) Describe(a module.Args) string {
-	args := a.(*Args)
-	return args.Service + " (gates: active, CRI ok, runtimes " + strings.Join(args.Runtimes, ", ") + ")"
-}
-
 // Imperative tells the runner that a restart is an action, not a state: it
 // runs only when notified (or owed) and is not re-checked afterwards.
 func (Module) Imperative() bool { return true }

@@ -11,8 +11,8 @@ import (
 
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
-	"nodeconverge/engine/transport/sshconn"
 	"nodeconverge/lab/labtest"
+	"nodeconverge/lab/labtest/labssh"
 )
 
 // containerd2 is the 2.x build lab/containerd2/build.sh makes.
@@ -51,23 +51,6 @@ func (g generation) broken() string {
 	return fmt.Sprintf("version = %d\n[plugins.%q.containerd]\n  default_runtime_name = \"nvidia\"\n", g.version, g.plugin)
 }
 
-func dial(t *testing.T, l *labtest.Lab, n labtest.Node) transport.Conn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := sshconn.Dial(ctx, sshconn.Options{KnownHostsFile: l.KnownHosts, SSHConfigFile: "/dev/null"},
-		sshconn.Target{Name: n.Name, Address: n.Addr, Port: n.Port, User: "root", KeyFile: l.KeyFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return c
-}
-
 func TestLabRestartGates(t *testing.T) {
 	for _, g := range generations {
 		t.Run(g.name, func(t *testing.T) {
@@ -85,7 +68,7 @@ func testRestartGates(t *testing.T, g generation) {
 	ctx := context.Background()
 	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", ContainerdBin: g.bin})
 	n := l.Nodes[0]
-	conn := dial(t, l, n)
+	conn := labssh.Dial(t, l, n)
 	const cfg = "/etc/containerd/config.toml"
 	m := Module{}
 	args := m.NewArgs().(*Args)

@@ -77,9 +77,6 @@ type Module struct{}
 // NewArgs returns empty arguments.
 func (Module) NewArgs() module.Args { return &Args{} }
 
-// Describe is the one-line summary shown in progress output.
-func (Module) Describe(a module.Args) string { return a.(*Args).Dest }
-
 func (a *Args) content() ([]byte, error) {
 	if a.Content != nil {
 		return []byte(*a.Content), nil

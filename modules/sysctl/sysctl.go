@@ -72,13 +72,6 @@ func (Module) NewArgs() module.Args {
 	return &Args{Path: DefaultPath, ApplyLive: true, Minimum: true}
 }
 
-// Describe is the one-line summary shown in progress output.
-func (Module) Describe(a module.Args) string {
-	args := a.(*Args)
-	keys := sortedKeys(args.wanted())
-	return args.Path + " (" + strings.Join(keys, ", ") + ")"
-}
-
 // normKey writes a key as the kernel names it under /proc/sys, with dots:
 // sysctl accepts net/ipv4/ip_forward too. A leading '-' (ignore errors)
 // is dropped.

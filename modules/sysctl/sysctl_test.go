@@ -7,14 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
-	"nodeconverge/engine/transport/sshconn"
 	"nodeconverge/lab/labtest"
+	"nodeconverge/lab/labtest/labssh"
 )
 
 func inotifyArgs() *Args {
@@ -99,19 +98,7 @@ func labHost(t *testing.T, o labtest.Options) (*labtest.Lab, labtest.Node, *tran
 	t.Helper()
 	l := labtest.Start(t, o)
 	n := l.Nodes[0]
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := sshconn.Dial(ctx, sshconn.Options{KnownHostsFile: l.KnownHosts, SSHConfigFile: "/dev/null"},
-		sshconn.Target{Name: n.Name, Address: n.Addr, Port: n.Port, User: "root", KeyFile: l.KeyFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return l, n, transport.NewHost(c, transport.HostOptions{})
+	return l, n, transport.NewHost(labssh.Dial(t, l, n), transport.HostOptions{})
 }
 
 func TestLabSysctl(t *testing.T) {

@@ -99,11 +99,8 @@ func Dump(ctx context.Context, h transport.Reader, t *Tree, over Overrides) (*Ef
 // file that a glob matched is simply not there; a removed file that is
 // imported by name is missing, and containerd fails on it as it would live.
 func DumpMany(ctx context.Context, h transport.Reader, t *Tree, candidates []Overrides) ([]*Effective, error) {
-	vs := make([]variant, len(candidates))
-	for i, o := range candidates {
-		vs[i] = variant{over: o}
-	}
-	return dumpVariants(ctx, h, t, t.Bin, vs)
+	effs, _, err := DumpManyWith(ctx, h, t, candidates, nil)
+	return effs, err
 }
 
 // DumpManyWith is DumpMany that also runs extra read-only commands (such as
