@@ -9,7 +9,12 @@ N       ?= 4
 SCENARIO ?= incident
 CONTAINERD2 := bin/containerd2
 
-.PHONY: build test vet fmt-check lab-up lab-down demo containerd2 bench clean
+.PHONY: deps build test vet fmt-check lab-up lab-down demo containerd2 bench clean
+
+# Installs (apt) what the demo, the tests and the bench need; does nothing when
+# all of it is present. Every entry point below calls it first.
+deps:
+	lab/deps.sh
 
 build:
 	$(GO) build -o $(BIN) ./cmd/nodeconverge
@@ -22,22 +27,22 @@ vet:
 	$(GO) vet ./...
 
 # The end-to-end tests start real sshd and containerd lab nodes; they need root.
-test: fmt-check vet containerd2
+test: deps fmt-check vet containerd2
 	NODECONVERGE_CONTAINERD2=$(abspath $(CONTAINERD2)) $(GO) test -race -count=1 -timeout 40m ./...
 
 containerd2:
 	lab/containerd2/build.sh $(CONTAINERD2)
 
-lab-up: build
+lab-up: deps build
 	lab/lab.sh up --dir $(LAB_DIR) --nodes $(N) --scenario $(SCENARIO)
 
 lab-down:
 	lab/lab.sh down --dir $(LAB_DIR)
 
-demo: build
+demo: deps build
 	lab/demo.sh $(LAB_DIR)
 
-bench: build
+bench: deps build
 	bench/run.sh
 
 clean:

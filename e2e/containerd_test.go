@@ -3,11 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,46 +13,16 @@ import (
 	"nodeconverge/lab/labtest"
 )
 
-var (
-	cd2Once sync.Once
-	cd2Bin  string
-	cd2Err  error
-)
-
-// containerd2 returns a containerd 2.x binary built from its Go module:
-// the one `make test` built, or a fresh build (cached by build.sh).
-func containerd2(t *testing.T) string {
-	t.Helper()
-	cd2Once.Do(func() {
-		if p := os.Getenv("NODECONVERGE_CONTAINERD2"); p != "" {
-			if _, err := os.Stat(p); err == nil {
-				cd2Bin = p
-				return
-			}
-		}
-		cd2Bin = filepath.Join(os.TempDir(), "nodeconverge-containerd2", "containerd")
-		out, err := exec.Command(filepath.Join(labtest.RepoRoot(), "lab", "containerd2", "build.sh"), cd2Bin).CombinedOutput()
-		if err != nil {
-			cd2Err = err
-			cd2Bin = string(out)
-		}
-	})
-	if cd2Err != nil {
-		t.Fatalf("build containerd 2.x: %v\n%s", cd2Err, cd2Bin)
-	}
-	return cd2Bin
-}
-
 var generations = []struct {
 	name string
-	bin  func(t *testing.T) string
+	gen  labtest.Generation
 	// relocates: containerd 1.x replaces a plugin's table per file, so
 	// zz-labhub-registry.toml shadows and is moved; 2.x deep-merges and
 	// it stays.
 	relocates bool
 }{
-	{"containerd-1.6", func(*testing.T) string { return "" }, true},
-	{"containerd-2.x", containerd2, false},
+	{"containerd-1.6", labtest.Containerd16, true},
+	{"containerd-2.x", labtest.Containerd2, false},
 }
 
 func shippedPlaybook() string {
@@ -69,7 +37,7 @@ func shippedPlaybook() string {
 func TestIncidentConverges(t *testing.T) {
 	for _, g := range generations {
 		t.Run(g.name, func(t *testing.T) {
-			l := labtest.Start(t, labtest.Options{Nodes: 4, Scenario: "incident", ContainerdBin: g.bin(t)})
+			l := labtest.Start(t, labtest.Options{Nodes: 4, Scenario: "incident", ContainerdBin: labtest.Containerd(t, g.gen)})
 			pb := shippedPlaybook()
 			// Check mode, then apply: the files check mode plans to change
 			// must be exactly the files apply changes.

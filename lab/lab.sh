@@ -201,6 +201,12 @@ EOF
 		</dev/null >>"$nd/init.log" 2>&1 &)
 }
 
+# start_containerd_in NAME: the node's containerd through its systemctl stand-in; output in start.out.
+start_containerd_in() {
+	nsenter -m -t "$(holder_pid "$1")" --wd=/ -- env -i PATH="$NODE_PATH_ENV" \
+		systemctl start containerd >"$(node_dir "$1")/start.out" 2>&1
+}
+
 start_sshd_in() {
 	local name=$1 hp nd
 	nd=$(node_dir "$name")
@@ -240,9 +246,33 @@ wait_holders() {
 	done
 }
 
-# throttle: keep at most PARALLEL background jobs.
-throttle() {
-	while (($(jobs -rp | wc -l) >= PARALLEL)); do wait -n || true; done
+# Background jobs, at most PARALLEL at once. Every job is reaped exactly once, here, with its
+# status: a plain `wait -n` to throttle and a later `wait PID` for the status would reap some jobs
+# twice, and bash answers the second wait with "pid N is not a child of this shell".
+declare -A BG_LABEL=()
+BG_FAILED=()
+
+# bg_reap: wait for one of our jobs to end; record its label in BG_FAILED if it failed.
+bg_reap() {
+	local pid="" rc=0
+	wait -n -p pid "${!BG_LABEL[@]}" || rc=$?
+	[[ -n $pid ]] || die "internal: wait -n returned no job (rc $rc) with ${#BG_LABEL[@]} running"
+	((rc == 0)) || BG_FAILED+=("${BG_LABEL[$pid]}")
+	unset "BG_LABEL[$pid]"
+}
+
+# bg LABEL CMD...: run CMD in the background once fewer than PARALLEL jobs run.
+bg() {
+	local label=$1
+	shift
+	while ((${#BG_LABEL[@]} >= PARALLEL)); do bg_reap; done
+	"$@" &
+	BG_LABEL[$!]=$label
+}
+
+# bg_wait: reap every job; BG_FAILED then lists the labels of those that failed.
+bg_wait() {
+	while ((${#BG_LABEL[@]})); do bg_reap; done
 }
 
 cmd_up() {
@@ -307,13 +337,11 @@ cmd_up() {
 	[[ -e $DIR/id_ed25519 ]] || ssh-keygen -q -t ed25519 -N '' -C nodeconverge-lab -f "$DIR/id_ed25519" </dev/null
 
 	local t0=$SECONDS
-	local -a setup=()
 	for ((i = 1; i <= NODES; i++)); do
-		throttle
-		setup_node "$i" "${NAMES[i - 1]}" &
-		setup+=($!)
+		bg "${NAMES[i - 1]}" setup_node "$i" "${NAMES[i - 1]}"
 	done
-	for i in "${setup[@]}"; do wait "$i" || die "node setup failed"; done
+	bg_wait
+	((${#BG_FAILED[@]} == 0)) || die "node setup failed: ${BG_FAILED[*]}"
 	wait_holders "${NAMES[@]}"
 	local addrs=()
 	for ((i = 1; i <= NODES; i++)); do
@@ -326,18 +354,11 @@ cmd_up() {
 
 	# Scenario none writes no config.toml; containerd would refuse to start without it.
 	if ((no_ctrd == 0)) && [[ $SCENARIO != none ]]; then
-		local -A pids=()
 		for name in "${NAMES[@]}"; do
-			throttle
-			nsenter -m -t "$(holder_pid "$name")" --wd=/ -- env -i PATH="$NODE_PATH_ENV" \
-				systemctl start containerd >"$(node_dir "$name")/start.out" 2>&1 &
-			pids[$name]=$!
+			bg "$name" start_containerd_in "$name"
 		done
-		local failed=()
-		for name in "${NAMES[@]}"; do
-			wait "${pids[$name]}" || failed+=("$name")
-		done
-		for name in "${failed[@]+"${failed[@]}"}"; do
+		bg_wait
+		for name in "${BG_FAILED[@]+"${BG_FAILED[@]}"}"; do
 			if [[ $SCENARIO == incident && $name == omen ]]; then
 				log "node omen: containerd refused its config, as in the incident: $(grep -m1 -o 'failed to load TOML[^"]*' "$(node_dir omen)/containerd.log" || true)"
 			else

@@ -33,11 +33,16 @@ abs() {
 
 build() { # build OUT PKG
 	out=$(abs "$1")
+	mkdir -p "$(dirname "$out")"
+	# Several test binaries may ask for the same output at once (go test runs
+	# packages in parallel): one builds, the others wait and find it up to date.
+	exec 9>"$out.lock"
+	flock 9
 	if [ -e "$out" ] && [ "$out" -nt "$here/go.mod" ]; then
 		echo "$0: $out is up to date" >&2
+		exec 9>&-
 		return 0
 	fi
-	mkdir -p "$(dirname "$out")"
 	# -buildvcs=false: the enclosing git repo is nodeconverge's, whose
 	# revision says nothing about this containerd build.
 	(cd "$here" && CGO_ENABLED=0 go build -mod=readonly -buildvcs=false -trimpath \
@@ -47,6 +52,7 @@ build() { # build OUT PKG
 	# Rename last so an interrupted build never leaves a partial binary that
 	# the cache check above would take for a finished one.
 	mv -f "$out.tmp" "$out"
+	exec 9>&-
 }
 
 build "$1" .

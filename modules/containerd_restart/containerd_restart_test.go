@@ -15,20 +15,16 @@ import (
 	"nodeconverge/lab/labtest/labssh"
 )
 
-// containerd2 is the 2.x build lab/containerd2/build.sh makes.
-const containerd2 = "/tmp/cd2/bin/containerd"
-
 // generation is one containerd generation's config layout.
 type generation struct {
-	name    string
-	bin     string // "" = the lab's default (Debian's 1.6)
+	gen     labtest.Generation
 	version int
 	plugin  string // where runtimes live
 }
 
 var generations = []generation{
-	{name: "1.6", version: 2, plugin: "io.containerd.grpc.v1.cri"},
-	{name: "2.x", bin: containerd2, version: 3, plugin: "io.containerd.cri.v1.runtime"},
+	{gen: labtest.Containerd16, version: 2, plugin: "io.containerd.grpc.v1.cri"},
+	{gen: labtest.Containerd2, version: 3, plugin: "io.containerd.cri.v1.runtime"},
 }
 
 // healthy is a config with the three nvidia runtimes.
@@ -53,12 +49,7 @@ func (g generation) broken() string {
 
 func TestLabRestartGates(t *testing.T) {
 	for _, g := range generations {
-		t.Run(g.name, func(t *testing.T) {
-			if g.bin != "" {
-				if _, err := os.Stat(g.bin); err != nil {
-					t.Fatalf("containerd 2.x binary: %v (build it with lab/containerd2/build.sh %s)", err, g.bin)
-				}
-			}
+		t.Run(string(g.gen), func(t *testing.T) {
 			testRestartGates(t, g)
 		})
 	}
@@ -66,7 +57,7 @@ func TestLabRestartGates(t *testing.T) {
 
 func testRestartGates(t *testing.T, g generation) {
 	ctx := context.Background()
-	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", ContainerdBin: g.bin})
+	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", ContainerdBin: labtest.Containerd(t, g.gen)})
 	n := l.Nodes[0]
 	conn := labssh.Dial(t, l, n)
 	const cfg = "/etc/containerd/config.toml"

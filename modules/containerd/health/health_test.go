@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"nodeconverge/lab/labtest"
 )
 
 func TestPluginErrorAndHint(t *testing.T) {
@@ -40,16 +42,15 @@ Error:
 // binaries: the runtimes live under different plugins.
 func TestRuntimesFromRealDumps(t *testing.T) {
 	for _, c := range []struct {
-		name, bin, plugin string
-		version           int
+		gen     labtest.Generation
+		plugin  string
+		version int
 	}{
-		{"1.6", "/usr/bin/containerd", "io.containerd.grpc.v1.cri", 2},
-		{"2.x", "/tmp/cd2/bin/containerd", "io.containerd.cri.v1.runtime", 3},
+		{labtest.Containerd16, "io.containerd.grpc.v1.cri", 2},
+		{labtest.Containerd2, "io.containerd.cri.v1.runtime", 3},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			if _, err := os.Stat(c.bin); err != nil {
-				t.Fatalf("%v (2.x: build it with lab/containerd2/build.sh)", err)
-			}
+		t.Run(string(c.gen), func(t *testing.T) {
+			bin := labtest.Containerd(t, c.gen)
 			dir := t.TempDir()
 			cfg := filepath.Join(dir, "config.toml")
 			body := "version = " + strconv.Itoa(c.version) + "\nroot = \"" + dir + "/root\"\nstate = \"" + dir + "/state\"\n" +
@@ -58,7 +59,7 @@ func TestRuntimesFromRealDumps(t *testing.T) {
 			if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			dump, err := exec.Command(c.bin, "--config", cfg, "config", "dump").Output()
+			dump, err := exec.Command(bin, "--config", cfg, "config", "dump").Output()
 			if err != nil {
 				t.Fatalf("config dump: %v", err)
 			}

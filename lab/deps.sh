@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# deps.sh — install what `make demo`, `make test` and `make bench` need on this machine, and nothing
+# when it is all there. Idempotent: every package is checked by the file it provides, so a second run
+# costs a few stat calls and never touches apt. Run as root (apt, sysctl).
+#
+# What needs what:
+#   openssh-server openssh-client  the lab: a real sshd per node; ssh/ssh-keygen for keys and the bench floor
+#   containerd runc                the real containerd 1.x daemon and validator on every lab node
+#   util-linux iproute2 procps     unshare/nsenter (node namespaces), ss (sshd readiness), sysctl/ps
+#   sudo                           become tests (sshconn TestBecome)
+#   ansible-core                   `ansible-inventory` (inventory parity tests), `ansible-playbook` (bench peer)
+#   git make ca-certificates       the build itself
+set -euo pipefail
+
+((EUID == 0)) || {
+	echo "deps.sh: must run as root (apt-get, sysctl)" >&2
+	exit 1
+}
+
+# package:file — the package is missing when its file is.
+want=(
+	openssh-server:/usr/sbin/sshd
+	openssh-client:/usr/bin/ssh-keygen
+	containerd:/usr/bin/containerd
+	runc:/usr/sbin/runc
+	util-linux:/usr/bin/nsenter
+	iproute2:/usr/bin/ss
+	procps:/usr/sbin/sysctl
+	sudo:/usr/bin/sudo
+	ansible-core:/usr/bin/ansible-inventory
+	git:/usr/bin/git
+	make:/usr/bin/make
+	ca-certificates:/etc/ssl/certs/ca-certificates.crt
+)
+missing=()
+for pf in "${want[@]}"; do
+	[[ -e ${pf#*:} ]] || missing+=("${pf%%:*}")
+done
+if ((${#missing[@]})); then
+	echo "deps.sh: installing ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	for pf in "${want[@]}"; do
+		[[ -e ${pf#*:} ]] || {
+			echo "deps.sh: ${pf%%:*} installed but ${pf#*:} is still missing" >&2
+			exit 1
+		}
+	done
+fi
+
+# Every lab node runs a real containerd, and each takes inotify instances from root's machine-wide
+# budget (kernel default 128); the test packages run several labs at once. Raised, never lowered.
+want_instances=8192
+have=$(cat /proc/sys/fs/inotify/max_user_instances)
+if ((have < want_instances)); then
+	sysctl -qw fs.inotify.max_user_instances=$want_instances
+fi
