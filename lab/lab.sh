@@ -22,7 +22,7 @@ MOUNTED_DIRS=(/etc/containerd /etc/sysctl.d /etc/cni/net.d /run/containerd /run/
 	/var/lib/nodeconverge /root /usr/local/sbin /usr/local/nvidia)
 PROC_FILES=(/proc/sys/fs/inotify/max_user_instances /proc/sys/fs/inotify/max_user_watches)
 # Startup waits poll against these deadlines (seconds).
-SSHD_DEADLINE=${LAB_SSHD_DEADLINE:-60}
+SSHD_DEADLINE=${LAB_SSHD_DEADLINE:-180}
 PARALLEL=${LAB_PARALLEL:-16}
 
 die() {

@@ -22,7 +22,7 @@ PIDFILE=$NODE/containerd.pid
 LOG=$NODE/containerd.log
 BINFILE=$NODE/containerd-bin
 SOCK=/run/containerd/containerd.sock
-START_DEADLINE=${LAB_CONTAINERD_START_TIMEOUT:-60}
+START_DEADLINE=${LAB_CONTAINERD_START_TIMEOUT:-120}
 STOP_DEADLINE=${LAB_CONTAINERD_STOP_TIMEOUT:-15}
 
 quiet=0
@@ -66,9 +66,29 @@ state() {
 
 now() { date +%s; }
 
+# booted: the daemon says it serves (the line containerd logs where a systemd unit of Type=notify would
+# get READY=1), in the part of the log this start wrote. Cheap: no Go binary is started per poll, so
+# many nodes starting at once on a loaded machine do not slow each other down.
+booted() {
+	[ -S "$SOCK" ] && tail -c +"$((log_off + 1))" "$LOG" 2>/dev/null | grep -q 'containerd successfully booted'
+}
+
+# ping_daemon: the daemon answers a real API call. Generous timeouts: on a loaded machine a Go
+# client can take seconds to start.
 ping_daemon() {
 	[ -S "$SOCK" ] || return 1
-	timeout 5 ctr --address "$SOCK" --connect-timeout 2s version >/dev/null 2>&1
+	timeout 20 ctr --address "$SOCK" --connect-timeout 10s version >/dev/null 2>&1
+}
+
+# next_delay: poll interval backoff, 50 ms doubling to 1 s.
+next_delay() {
+	case $delay in
+	0.05) delay=0.1 ;;
+	0.1) delay=0.2 ;;
+	0.2) delay=0.4 ;;
+	0.4) delay=0.8 ;;
+	*) delay=1 ;;
+	esac
 }
 
 do_start() {
@@ -79,10 +99,12 @@ do_start() {
 	printf '%s lab systemctl: starting %s --config /etc/containerd/config.toml\n' "$(date -Is)" "$bin" >>"$LOG"
 	# Every fd of the daemon is redirected: an inherited pipe would keep the caller's SSH session open
 	# until containerd exits.
+	log_off=$(wc -c <"$LOG")
 	setsid "$bin" --config /etc/containerd/config.toml </dev/null >>"$LOG" 2>&1 &
 	p=$!
 	echo "$p" >"$PIDFILE"
 	end=$(($(now) + START_DEADLINE))
+	delay=0.05
 	while :; do
 		if ! alive "$p"; then
 			echo "Job for containerd.service failed because the control process exited with error code." >&2
@@ -90,13 +112,14 @@ do_start() {
 			tail -n 20 "$LOG" >&2
 			return 1
 		fi
-		if ping_daemon; then return 0; fi
+		if booted && ping_daemon; then return 0; fi
 		if [ "$(now)" -ge "$end" ]; then
 			echo "Job for containerd.service failed: daemon did not answer on $SOCK within ${START_DEADLINE}s" >&2
 			tail -n 20 "$LOG" >&2
 			return 1
 		fi
-		sleep 0.05
+		sleep "$delay"
+		next_delay
 	done
 }
 

@@ -163,6 +163,15 @@ type ValidationError struct {
 
 func (e *ValidationError) Error() string { return e.Msg }
 
+// ShellTemplated is implemented by a module some of whose arguments are
+// shell text (the `shell` module's cmd). In the named top-level arguments
+// every {{ }} substitution is inserted as one shell-quoted word, so a value
+// from an inventory or a variable is data even inside a script: it can
+// never become shell syntax.
+type ShellTemplated interface {
+	ShellTemplatedArgs() []string
+}
+
 var (
 	mu       sync.RWMutex
 	registry = map[string]Module{}

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/transport"
 	"nodeconverge/engine/yamlx"
 )
 
@@ -69,6 +70,10 @@ type renderer struct {
 	file  string
 	vars  map[string]any
 	nodes int
+	// shellKeys are the top-level argument names whose substitutions are
+	// shell-quoted (module.ShellTemplated); quote is set while rendering one.
+	shellKeys map[string]bool
+	quote     bool
 }
 
 // Render substitutes vars into the task's arguments, decodes them over the
@@ -84,6 +89,12 @@ func (t *Task) Render(vars map[string]any) (module.Args, error) {
 	args := m.NewArgs()
 	if t.Args != nil {
 		r := &renderer{file: t.Pos.File, vars: vars}
+		if st, ok := m.(module.ShellTemplated); ok {
+			r.shellKeys = map[string]bool{}
+			for _, k := range st.ShellTemplatedArgs() {
+				r.shellKeys[k] = true
+			}
+		}
 		n, err := r.subst(t.Args, 0)
 		if err != nil {
 			return nil, err
@@ -125,7 +136,13 @@ func (r *renderer) subst(n *yaml.Node, depth int) (*yaml.Node, error) {
 	}
 	c.Content = make([]*yaml.Node, len(n.Content))
 	for i, ch := range n.Content {
+		// The value of a top-level shell argument renders with quoting.
+		q := depth == 0 && n.Kind == yaml.MappingNode && i%2 == 1 && r.shellKeys[n.Content[i-1].Value]
+		r.quote = r.quote || q
 		s, err := r.subst(ch, depth+1)
+		if q {
+			r.quote = false
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -139,7 +156,7 @@ func (r *renderer) scalar(n *yaml.Node) (*yaml.Node, error) {
 	if err != nil {
 		return nil, nodeErr(r.file, n, "%v", err)
 	}
-	if len(segs) == 1 && segs[0].name != "" {
+	if len(segs) == 1 && segs[0].name != "" && !r.quote {
 		v, err := r.lookup(n, segs[0].name)
 		if err != nil {
 			return nil, err
@@ -155,6 +172,10 @@ func (r *renderer) scalar(n *yaml.Node) (*yaml.Node, error) {
 		v, err := r.lookup(n, s.name)
 		if err != nil {
 			return nil, err
+		}
+		if r.quote {
+			b.WriteString(transport.ShellQuote(toText(v)))
+			continue
 		}
 		b.WriteString(toText(v))
 	}

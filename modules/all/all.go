@@ -9,5 +9,6 @@ import (
 	_ "nodeconverge/modules/containerd_nvidia"
 	_ "nodeconverge/modules/containerd_restart"
 	_ "nodeconverge/modules/copy"
+	_ "nodeconverge/modules/shell"
 	_ "nodeconverge/modules/sysctl"
 )

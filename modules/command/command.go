@@ -2,6 +2,11 @@
 // node. A command's effect cannot be known without running it, so in check
 // mode it is reported as skipped (and says so) instead of pretending; the
 // Ansible `creates`/`removes` guards make it idempotent.
+//
+// Like Ansible's `command`, it never runs a shell: `cmd` is split into argv
+// (SplitArgs) and executed as such, so a value substituted into it from an
+// inventory or a variable is data, never shell syntax. The `shell` module
+// (modules/shell) is where a shell is asked for.
 package command
 
 import (
@@ -31,7 +36,29 @@ func (a *Args) Validate() error {
 	if (a.Cmd == "") == (len(a.Argv) == 0) {
 		return errors.New("exactly one of cmd or argv is required")
 	}
+	if a.Cmd != "" {
+		argv, err := SplitArgs(a.Cmd)
+		if err != nil {
+			return fmt.Errorf("cmd: %w", err)
+		}
+		if len(argv) == 0 {
+			return errors.New("cmd: no command (only blanks)")
+		}
+	}
 	return nil
+}
+
+// argv is the command to run: argv itself, or cmd split into words.
+func (a *Args) argv() []string {
+	if a.Cmd == "" {
+		return a.Argv
+	}
+	argv, err := SplitArgs(a.Cmd)
+	if err != nil {
+		// Validate refused it already; an empty argv fails the run loudly.
+		return nil
+	}
+	return argv
 }
 
 // Module implements module.Module for command.
@@ -46,26 +73,41 @@ func (Module) Imperative() bool { return true }
 
 type cmdline struct{ transport.Cmd }
 
+// String shows the command as a shell would need it typed: each word
+// quoted where it has to be, so what the plan shows is what runs.
 func (c cmdline) String() string {
 	if c.Script != "" {
 		return c.Script
 	}
-	return strings.Join(c.Argv, " ")
+	return QuoteArgv(c.Argv)
+}
+
+// QuoteArgv joins argv for display, quoting only the words that need it.
+func QuoteArgv(argv []string) string {
+	q := make([]string, len(argv))
+	for i, s := range argv {
+		if s != "" && strings.IndexFunc(s, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+		}) < 0 {
+			q[i] = s
+		} else {
+			q[i] = transport.ShellQuote(s)
+		}
+	}
+	return strings.Join(q, " ")
 }
 
 func (a *Args) cmd() cmdline {
-	c := transport.Cmd{Script: a.Cmd, Argv: a.Argv}
+	argv := a.argv()
+	c := transport.Cmd{Argv: argv}
 	if a.Chdir != "" {
-		// Keep argv quoting intact: cd first, then exec the command.
-		inner := c.Script
-		if inner == "" {
-			q := make([]string, len(a.Argv))
-			for i, s := range a.Argv {
-				q[i] = transport.ShellQuote(s)
-			}
-			inner = strings.Join(q, " ")
+		// Every word quoted: the shell that changes directory never sees
+		// a value unquoted.
+		q := make([]string, len(argv))
+		for i, s := range argv {
+			q[i] = transport.ShellQuote(s)
 		}
-		c = transport.Cmd{Script: "cd " + transport.ShellQuote(a.Chdir) + " && " + inner}
+		c = transport.Cmd{Script: "cd " + transport.ShellQuote(a.Chdir) + " && exec " + strings.Join(q, " ")}
 	}
 	return cmdline{c}
 }
@@ -73,8 +115,17 @@ func (a *Args) cmd() cmdline {
 // Check decides from creates/removes whether the command would run.
 func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) (*module.Plan, error) {
 	a := margs.(*Args)
+	c := a.cmd()
+	return PlanCommand(ctx, h, a.Creates, a.Removes, c.Cmd, c.String())
+}
+
+// PlanCommand plans running c unless the Ansible guards say otherwise: a
+// `creates` path that exists or a `removes` path that does not. The plan
+// carries c itself, so Apply (and a saved plan) runs exactly what was shown
+// (as shown). The shell module plans its scripts through it too.
+func PlanCommand(ctx context.Context, h transport.Reader, creates, removes string, c transport.Cmd, shown string) (*module.Plan, error) {
 	var paths []string
-	for _, p := range []string{a.Creates, a.Removes} {
+	for _, p := range []string{creates, removes} {
 		if p != "" {
 			paths = append(paths, p)
 		}
@@ -84,19 +135,18 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 		if err != nil {
 			return nil, fmt.Errorf("check creates/removes: %w", err)
 		}
-		if a.Creates != "" && snap.File(a.Creates).Exists {
-			return &module.Plan{Notes: []string{a.Creates + " exists"}}, nil
+		if creates != "" && snap.File(creates).Exists {
+			return &module.Plan{Notes: []string{creates + " exists"}}, nil
 		}
-		if a.Removes != "" && !snap.File(a.Removes).Exists {
-			return &module.Plan{Notes: []string{a.Removes + " does not exist"}}, nil
+		if removes != "" && !snap.File(removes).Exists {
+			return &module.Plan{Notes: []string{removes + " does not exist"}}, nil
 		}
 	}
-	c := a.cmd()
 	data, err := json.Marshal(planData{Script: c.Script, Argv: c.Argv})
 	if err != nil {
 		return nil, fmt.Errorf("encode plan: %w", err)
 	}
-	return &module.Plan{Commands: []string{c.String()}, Data: data}, nil
+	return &module.Plan{Commands: []string{shown}, Data: data}, nil
 }
 
 // planData is what Apply needs; it lives in the plan so a saved plan runs

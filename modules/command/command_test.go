@@ -130,7 +130,7 @@ func TestChdir(t *testing.T) {
 
 func TestNonZeroExitFailsWithOutput(t *testing.T) {
 	h, _ := newHost(t)
-	res, err := run(t, h, &command.Args{Cmd: "echo partial; echo 'disk full' >&2; exit 3"})
+	res, err := run(t, h, &command.Args{Argv: []string{"sh", "-c", "echo partial; echo 'disk full' >&2; exit 3"}})
 	if err == nil {
 		t.Fatalf("apply succeeded: %+v", res)
 	}
@@ -142,7 +142,7 @@ func TestNonZeroExitFailsWithOutput(t *testing.T) {
 }
 
 func TestValidateArgs(t *testing.T) {
-	for _, a := range []command.Args{{}, {Cmd: "true", Argv: []string{"true"}}} {
+	for _, a := range []command.Args{{}, {Cmd: "true", Argv: []string{"true"}}, {Cmd: "echo 'unterminated"}, {Cmd: "   "}} {
 		if err := a.Validate(); err == nil {
 			t.Errorf("%+v: Validate accepted it", a)
 		}
@@ -155,5 +155,55 @@ func TestImperative(t *testing.T) {
 	i, ok := m.(interface{ Imperative() bool })
 	if !ok || !i.Imperative() {
 		t.Error("command does not declare itself imperative")
+	}
+}
+
+// TestCmdRunsNoShell: cmd is split into argv like Ansible's command module;
+// shell syntax in it, substituted from a hostile variable or not, is text.
+func TestCmdRunsNoShell(t *testing.T) {
+	h, root := newHost(t)
+	a, b, c := filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "c")
+	label := "$(touch " + a + ")`touch " + b + "`; touch " + c + " | true > " + filepath.Join(root, "d") + " *"
+	res, err := run(t, h, &command.Args{Cmd: "echo " + label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{a, b, c, filepath.Join(root, "d")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s was created: cmd went through a shell", p)
+		}
+	}
+	if res.Output != label {
+		t.Errorf("echo printed %q, want the words as given %q", res.Output, label)
+	}
+}
+
+func TestSplitArgs(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"echo hi", []string{"echo", "hi"}},
+		{"  a \t  b  ", []string{"a", "b"}},
+		{`a\tb`, []string{"atb"}},
+		{`a 'b c' "d e" f\ g`, []string{"a", "b c", "d e", "f g"}},
+		{`'it'"'"'s'`, []string{"it's"}},
+		{`"a\"b" "\$x" "\q"`, []string{`a"b`, "$x", `\q`}},
+		{`'' ""`, []string{"", ""}},
+		{"a;b $(c) `d` e|f", []string{"a;b", "$(c)", "`d`", "e|f"}},
+	} {
+		got, err := command.SplitArgs(tc.in)
+		if err != nil {
+			t.Errorf("SplitArgs(%q): %v", tc.in, err)
+			continue
+		}
+		if strings.Join(got, "\x00") != strings.Join(tc.want, "\x00") || len(got) != len(tc.want) {
+			t.Errorf("SplitArgs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	for _, bad := range []string{`a 'b`, `a "b`, `a\`} {
+		if _, err := command.SplitArgs(bad); err == nil {
+			t.Errorf("SplitArgs(%q) accepted it", bad)
+		}
 	}
 }

@@ -1,0 +1,63 @@
+// Package shell is the `shell` module: like `command`, but its cmd is a
+// script run by the node's /bin/sh, for pipes, redirections and the rest of
+// shell syntax that `command` deliberately does not interpret.
+//
+// Unlike Ansible's shell module, a value substituted into cmd with {{ }} is
+// inserted as one shell-quoted word (module.ShellTemplated): a hostile
+// inventory value such as "$(reboot)" is printed, never run. Shell syntax
+// belongs in the playbook's own text, which is reviewed; values are data.
+package shell
+
+import (
+	"context"
+	"errors"
+
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/transport"
+	"nodeconverge/modules/command"
+)
+
+func init() { module.Register("shell", Module{}) }
+
+// Args are the shell module's arguments (Ansible's names).
+type Args struct {
+	Cmd     string `yaml:"cmd"`
+	Creates string `yaml:"creates"`
+	Removes string `yaml:"removes"`
+	Chdir   string `yaml:"chdir"`
+}
+
+// Validate checks what a type cannot.
+func (a *Args) Validate() error {
+	if a.Cmd == "" {
+		return errors.New("cmd is required")
+	}
+	return nil
+}
+
+// Module implements module.Module for shell.
+type Module struct{}
+
+// NewArgs returns empty arguments.
+func (Module) NewArgs() module.Args { return &Args{} }
+
+// Imperative: a script's plan is not a state (see command).
+func (Module) Imperative() bool { return true }
+
+// ShellTemplatedArgs names cmd: its substitutions are quoted.
+func (Module) ShellTemplatedArgs() []string { return []string{"cmd"} }
+
+// Check decides from creates/removes whether the script would run.
+func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*module.Plan, error) {
+	a := ma.(*Args)
+	script := a.Cmd
+	if a.Chdir != "" {
+		script = "cd " + transport.ShellQuote(a.Chdir) + " || exit 1\n" + script
+	}
+	return command.PlanCommand(ctx, h, a.Creates, a.Removes, transport.Cmd{Script: script}, script)
+}
+
+// Apply runs the planned script; a non-zero exit fails the task with its output.
+func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*module.Result, error) {
+	return command.Module{}.Apply(ctx, h, p)
+}

@@ -1,0 +1,103 @@
+package shell_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/playbook"
+	"nodeconverge/engine/transport"
+	_ "nodeconverge/modules/command"
+	"nodeconverge/modules/shell"
+)
+
+// TestHostileValueIsData renders a hostile inventory value into a command
+// and a shell task of a real playbook and runs both on a local node: no
+// injected command may run, and each prints the value as given.
+func TestHostileValueIsData(t *testing.T) {
+	dir := t.TempDir()
+	marks := []string{filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")}
+	label := "$(touch " + marks[0] + ")`touch " + marks[1] + "`; touch " + marks[2]
+	pb := filepath.Join(dir, "site.yaml")
+	body := `- hosts: all
+  tasks:
+    - name: command
+      command:
+        cmd: "echo {{ label }}"
+    - name: shell
+      shell:
+        cmd: "echo {{ label }} | cat"
+    - name: shell whole value
+      shell:
+        cmd: "{{ label }}"
+`
+	if err := os.WriteFile(pb, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plays, err := playbook.Load(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := transport.NewHost(transport.NewLocal("n1"), transport.HostOptions{StateDir: filepath.Join(dir, "state"), RunID: "20260101T000000Z-test"})
+	ctx := context.Background()
+	for i, task := range plays[0].Tasks {
+		args, err := task.Render(map[string]any{"label": label})
+		if err != nil {
+			t.Fatalf("render task %d: %v", i, err)
+		}
+		m, _ := module.Lookup(task.Module)
+		plan, err := m.Check(ctx, transport.ReadOnly(h), args)
+		if err != nil {
+			t.Fatalf("check task %d: %v", i, err)
+		}
+		res, err := m.Apply(ctx, h, plan)
+		if i == 2 {
+			// The whole script is one quoted word: a command named by the
+			// value, which does not exist. It fails; it injects nothing.
+			if err == nil || !strings.Contains(err.Error(), "exited 127") {
+				t.Errorf("task %d: the value ran as a command name? res %+v, err %v", i, res, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("apply task %d: %v", i, err)
+		}
+		if res.Output != label {
+			t.Errorf("task %d printed %q, want %q", i, res.Output, label)
+		}
+	}
+	for _, p := range marks {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s exists: a substituted value ran as shell code", p)
+		}
+	}
+}
+
+// TestShellRunsScripts: the shell module is where shell syntax works, in
+// the directory chdir names.
+func TestShellRunsScripts(t *testing.T) {
+	dir := t.TempDir()
+	h := transport.NewHost(transport.NewLocal("n1"), transport.HostOptions{StateDir: filepath.Join(dir, "state"), RunID: "20260101T000000Z-test"})
+	a := &shell.Args{Cmd: "printf 'x\\ny\\n' | wc -l > out && cat out", Chdir: dir}
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	plan, err := shell.Module{}.Check(ctx, transport.ReadOnly(h), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := shell.Module{}.Apply(ctx, h, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(res.Output) != "2" {
+		t.Errorf("output %q, want 2", res.Output)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out")); err != nil {
+		t.Errorf("the redirection did not write in chdir: %v", err)
+	}
+}
