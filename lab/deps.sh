@@ -9,6 +9,7 @@
 #   util-linux iproute2 procps     unshare/nsenter (node namespaces), ss (sshd readiness), sysctl/ps
 #   sudo                           become tests (sshconn TestBecome)
 #   ansible-core                   `ansible-inventory` (inventory parity tests), `ansible-playbook` (bench peer)
+#   gcc libc6-dev                  cgo, which `go test -race` needs
 #   git make ca-certificates       the build itself
 set -euo pipefail
 
@@ -28,6 +29,8 @@ want=(
 	procps:/usr/sbin/sysctl
 	sudo:/usr/bin/sudo
 	ansible-core:/usr/bin/ansible-inventory
+	gcc:/usr/bin/gcc
+	libc6-dev:/usr/include/stdio.h
 	git:/usr/bin/git
 	make:/usr/bin/make
 	ca-certificates:/etc/ssl/certs/ca-certificates.crt
