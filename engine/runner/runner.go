@@ -751,8 +751,9 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 // the write and the handler is then finished by the next run instead of
 // leaving the node on the old config.
 func (r *runner) owedWriter(s *hostState, t *playbook.Task, plan *module.Plan) (transport.Writer, error) {
+	var bw transport.Writer = backupWriter{Writer: s.h, stateDir: s.h.StateDir()}
 	if len(t.Notify) == 0 || t.Handler {
-		return s.h, nil
+		return bw, nil
 	}
 	var ops []transport.Op
 	for _, hn := range t.Notify {
@@ -765,7 +766,27 @@ func (r *runner) owedWriter(s *hostState, t *playbook.Task, plan *module.Plan) (
 		}
 		ops = append(ops, op)
 	}
-	return &prependWriter{Writer: s.h, ops: ops}, nil
+	return &prependWriter{Writer: bw, ops: ops}, nil
+}
+
+// backupWriter keeps a backup of every live path a module changes, whether
+// or not the module asked for one: a failure later in the run rolls the
+// host back, and a path changed without a backup could not be restored.
+type backupWriter struct {
+	transport.Writer
+	stateDir string
+}
+
+// Apply sets Backup on every op outside the state directory.
+func (w backupWriter) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpResult, error) {
+	out := make([]transport.Op, len(ops))
+	for i, op := range ops {
+		if !strings.HasPrefix(op.Path, strings.TrimSuffix(w.stateDir, "/")+"/") {
+			op.Backup = true
+		}
+		out[i] = op
+	}
+	return w.Writer.Apply(ctx, out)
 }
 
 // prependWriter puts ops ahead of the first change a module makes.
