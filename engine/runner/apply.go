@@ -257,10 +257,11 @@ func (r *runner) rollback(ctx context.Context, s *hostState, tr *report.TaskResu
 	if err := r.reowe(ctx, s); err != nil {
 		fmt.Fprintf(&b, "; %v", err)
 	}
-	if tr.Msg != "" {
-		tr.Msg += "\n"
+	if msg := strings.TrimRight(tr.Msg, "\n"); msg != "" {
+		tr.Msg = msg + "\n" + b.String()
+	} else {
+		tr.Msg = b.String()
 	}
-	tr.Msg += b.String()
 }
 
 // reowe records again the handlers this run notified and already served:
