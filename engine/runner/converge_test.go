@@ -12,6 +12,7 @@ import (
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/runner"
 	"nodeconverge/engine/savedplan"
+	"nodeconverge/engine/transport"
 	_ "nodeconverge/modules/command"
 )
 
@@ -178,5 +179,58 @@ func TestSavedPlanRelativeSrc(t *testing.T) {
 	}
 	if got, _ := e.read("h1", "src"); got != "from src\n" {
 		t.Errorf("h1.src = %q", got)
+	}
+}
+
+// TestSavedPlanRollsBack: a saved plan goes through the same apply path: a
+// step that fails after an earlier step wrote rolls the host back.
+func TestSavedPlanRollsBack(t *testing.T) {
+	e := newEnv(t, "h1")
+	e.write("h1", "conf", "old\n")
+	plays := e.load("- hosts: all\n  tasks:\n" + copyTask("change", "conf", "new\\n") +
+		"    - name: fails\n      command:\n        cmd: \"exit 3\"\n")
+	check := e.run(plays, e.options(true))
+	sp, err := savedplan.FromRun(check, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sp.Hosts[0].Steps); n != 2 {
+		t.Fatalf("saved %d steps, want the copy and the command", n)
+	}
+	run, err := runner.ApplySaved(context.Background(), e.inv, sp, e.options(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := results(t, run)["fails h1"]
+	if tr == nil || tr.Status != report.Failed || !slices.Equal(tr.RolledBack, []string{e.path("h1", "conf")}) {
+		t.Fatalf("fails h1 = %+v, want failed with conf rolled back", tr)
+	}
+	if got, _ := e.read("h1", "conf"); got != "old\n" {
+		t.Errorf("h1.conf = %q, want it restored", got)
+	}
+}
+
+// TestRollbackOwesServedHandler: a handler that already ran on the new
+// files is owed again once a later failure rolls the files back, so the
+// next run restarts on the restored files.
+func TestRollbackOwesServedHandler(t *testing.T) {
+	e := newEnv(t, "h1")
+	plays := e.load("- hosts: all\n  tasks:\n" + task("one", "t1") + "      notify: [restart, gate]\n" +
+		"  handlers:\n    - name: restart\n      test_restart: {}\n    - name: gate\n      test_restart_fail:\n        fail_on: h1\n")
+	run := e.run(plays, e.options(false))
+	res := results(t, run)
+	if tr := res["restart h1"]; tr == nil || tr.Status != report.Changed {
+		t.Fatalf("restart h1 = %+v, want it run", tr)
+	}
+	if tr := res["gate h1"]; tr == nil || tr.Status != report.Failed || !strings.Contains(tr.Msg, "restored "+e.path("h1", "t1")) {
+		t.Fatalf("gate h1 = %+v, want failed and rolled back", tr)
+	}
+	if _, ok := e.read("h1", "t1"); ok {
+		t.Error("h1.t1 still there after the rollback")
+	}
+	for _, hn := range []string{"restart", "gate"} {
+		if _, err := os.Stat(transport.PendingPath(e.state, hn)); err != nil {
+			t.Errorf("handler %s not owed after the rollback: %v", hn, err)
+		}
 	}
 }
