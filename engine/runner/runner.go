@@ -347,6 +347,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			if st := r.state(hosts[i]); st.h != nil {
 				st.h.Refresh()
 				st.prefetched = nil
+				st.plans = nil
 			}
 		}
 		if stopped {
