@@ -20,7 +20,8 @@ import (
 // ApplySaved applies a saved plan: on each host, exactly the steps check
 // mode planned, after proving that every file the plan was made from is
 // still what it was. A host whose files changed since is refused whole and
-// the others go on.
+// the others go on. Steps go through the live runs' apply path (runStep),
+// so a failure after a write rolls the host back.
 func ApplySaved(ctx context.Context, inv *inventory.Inventory, sp *savedplan.Plan, o Options) (*report.Run, error) {
 	o.setDefaults()
 	o.Check = false
@@ -100,17 +101,22 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 	} else if msg != "" {
 		return one("verify fingerprints", report.Failed, "refusing this host, nothing was changed: "+msg)
 	}
+	// The whole host plan is decoded before its first step is applied: a
+	// step that cannot be re-checked refuses the host with nothing written.
+	steps := make([]step, len(hp.Steps))
+	for i := range hp.Steps {
+		st, err := savedStep(&hp.Steps[i])
+		if err != nil {
+			return one(hp.Steps[i].Task, report.Failed, "refusing this host, nothing was changed: "+err.Error())
+		}
+		steps[i] = st
+	}
 	var out []*report.TaskResult
 	for i := range hp.Steps {
 		st := &hp.Steps[i]
 		tr := &report.TaskResult{Play: st.Play, Task: st.Task, Module: st.Module, Host: hp.Host, Handler: st.Handler, Because: st.Because, BaseDir: st.BaseDir}
 		start := time.Now()
-		if step, err := savedStep(st); err != nil {
-			tr.Status, tr.Msg = report.Failed, err.Error()
-			r.rollback(ctx, s, tr)
-		} else {
-			r.runStep(ctx, s, tr, step)
-		}
+		r.runStep(ctx, s, tr, steps[i])
 		tr.Duration = time.Since(start)
 		out = append(out, tr)
 		if tr.Status == report.Failed || tr.Status == report.Unreachable {
