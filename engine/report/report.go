@@ -44,10 +44,16 @@ type TaskResult struct {
 	Duration time.Duration  `json:"duration_ns"`
 	// Because names the tasks whose changes notified this handler.
 	Because []string `json:"because,omitempty"`
+	// RolledBack lists the paths restored when a failure after a write
+	// undid the host's run.
+	RolledBack []string `json:"rolled_back,omitempty"`
 	// Args and Notify are what a saved plan needs to apply and re-check
 	// the task later; they are not part of the report.
 	Args   module.Args `json:"-"`
 	Notify []string    `json:"-"`
+	// BaseDir is where the task's relative paths start (its playbook's
+	// directory), so a saved plan resolves them as planning did.
+	BaseDir string `json:"-"`
 }
 
 // Recap counts a host's task outcomes.

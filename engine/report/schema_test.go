@@ -80,6 +80,8 @@ func realisticRun() *Run {
 	r.Add(&TaskResult{Play: "GPU containerd runtimes", Task: "relocate drop-ins", Module: "containerd_dropins", Host: "omen", Status: Failed,
 		Msg:  "validation failed: containerd config dump: duplicate key",
 		Plan: &module.Plan{Evidence: evidence[:1]}, Duration: time.Second})
+	r.Add(&TaskResult{Play: "base", Task: "probe", Module: "command", Host: "omen", Status: Failed,
+		Msg: "apply: probe exited 1; rolled back this host's run", RolledBack: []string{"/etc/sysctl.d/99-inotify.conf"}})
 	r.Add(&TaskResult{Play: "GPU containerd runtimes", Task: "gather", Module: "command", Host: "omen2", Status: Unreachable,
 		Msg: "dial tcp 10.0.0.9:22: connect: no route to host"})
 	// An apply-mode result, so the Result shape is covered too.

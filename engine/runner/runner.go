@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"math"
 	"path"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -87,6 +86,20 @@ type hostState struct {
 	// between a write and its handler; owed are those this run recorded.
 	pending map[string]transport.PendingRecord
 	owed    map[string][]string
+	// served are the handlers this run ran (and cleared) on the host.
+	served map[string]bool
+	// plans is the host's plan for the current play in apply mode: every
+	// task, planned before the first write.
+	plans map[*playbook.Task]*module.Plan
+	// wrote says the run changed the host since its last rollback, so a
+	// failure must roll it back; ran lists the commands it ran.
+	wrote bool
+	ran   []string
+	// playWrote says the current play wrote to the host.
+	playWrote bool
+	// replan says an imperative step ran since the plan was made: the
+	// rest of the play is planned again before its next write.
+	replan bool
 	// failed or unreachable hosts take no further part in the run, as in
 	// Ansible.
 	out bool
@@ -257,7 +270,23 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 		notified := map[string]map[string][]string{} // handler -> host -> because
 		failedInBatch := 0
 		stopped := false
-		for _, t := range p.Tasks {
+		if !r.o.Check && len(p.Tasks) > 0 {
+			// Every task of the play is planned on every host of the
+			// batch before the first write on any of them: a host whose
+			// plan fails is left as it was, and a batch above
+			// max_fail_percentage is not written at all.
+			var refused int
+			active, refused = r.planBatch(ctx, p, active, become)
+			failedInBatch += refused
+			if msg := failLimit(p, failedInBatch, size); msg != "" {
+				r.run.AddError(fmt.Sprintf("play %q: %s (nothing was written on this batch)", p.Name, msg))
+				return
+			}
+		}
+		for ti, t := range p.Tasks {
+			if len(active) == 0 {
+				break
+			}
 			results := r.runTask(ctx, p, t, active, args[t], become, nil)
 			var still []*hostState
 			for i, tr := range results {
@@ -288,9 +317,11 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			if msg := failLimit(p, failedInBatch, size); msg != "" {
 				r.run.AddError(fmt.Sprintf("play %q: %s", p.Name, msg))
 				stopped = true
-				break
-			}
-			if len(active) == 0 {
+				if ti < len(p.Tasks)-1 {
+					// A host stopped half way through the play is
+					// the partial converge the plan exists to prevent.
+					active = r.rollbackUnfinished(ctx, p, active)
+				}
 				break
 			}
 		}
@@ -316,6 +347,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			if st := r.state(hosts[i]); st.h != nil {
 				st.h.Refresh()
 				st.prefetched = nil
+				st.plans = nil
 			}
 		}
 		if stopped {
@@ -326,6 +358,120 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			return
 		}
 	}
+}
+
+// planBatch plans every task of the play on each host of the batch, before
+// anything is written; it returns the hosts whose plan succeeded and how
+// many failed, and reports each failure under one heading.
+func (r *runner) planBatch(ctx context.Context, p *playbook.Play, active []*hostState, become *bool) ([]*hostState, int) {
+	refusals := make([]*report.TaskResult, len(active))
+	sem := make(chan struct{}, r.o.Forks)
+	var wg sync.WaitGroup
+	for i, s := range active {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			start := time.Now()
+			t := p.Tasks[0]
+			tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Args: r.args[t][s.host.Name], Notify: t.Notify}
+			if f := r.planHost(ctx, s, p, become); f != nil {
+				switch {
+				case f.task == nil:
+					r.checkErr(tr, f.err)
+				case s.wrote:
+					r.planFailed(tr, f, "this play wrote nothing on this host:")
+				default:
+					r.planFailed(tr, f, "nothing was written on this host:")
+				}
+				// An earlier play of this run may have written.
+				r.rollback(ctx, s, tr)
+				tr.Duration = time.Since(start)
+				refusals[i] = tr
+			}
+		}()
+	}
+	wg.Wait()
+	var still []*hostState
+	var failed []*report.TaskResult
+	for i, s := range active {
+		if refusals[i] == nil {
+			still = append(still, s)
+			continue
+		}
+		s.out = true
+		failed = append(failed, refusals[i])
+	}
+	if len(failed) > 0 {
+		if r.o.Observer != nil {
+			r.o.Observer.TaskStart("plan every task before the first write", false)
+		}
+		for _, tr := range failed {
+			r.run.Add(tr)
+			if r.o.Observer != nil {
+				r.o.Observer.Result(tr)
+			}
+		}
+	}
+	return still, len(failed)
+}
+
+// planHost connects to the host and plans the whole play there. A failure
+// to reach or read the host comes back without a task.
+func (r *runner) planHost(ctx context.Context, s *hostState, p *playbook.Play, become *bool) *planFailure {
+	if _, err := r.connect(ctx, s, become); err != nil {
+		return &planFailure{err: err}
+	}
+	if err := r.prefetch(ctx, s, p.Tasks[0]); err != nil {
+		return &planFailure{err: err}
+	}
+	s.plans, s.replan, s.playWrote = nil, false, false
+	return r.planFrom(ctx, s, p, 0)
+}
+
+// rollbackUnfinished undoes the run on hosts that a stopped play left half
+// way through its tasks, and fails them: they did not converge.
+func (r *runner) rollbackUnfinished(ctx context.Context, p *playbook.Play, active []*hostState) []*hostState {
+	var undo []*hostState
+	var kept []*hostState
+	for _, s := range active {
+		if s.playWrote {
+			undo = append(undo, s)
+		} else {
+			kept = append(kept, s)
+		}
+	}
+	if len(undo) == 0 {
+		return active
+	}
+	if r.o.Observer != nil {
+		r.o.Observer.TaskStart("roll back hosts the stopped play left half way", false)
+	}
+	results := make([]*report.TaskResult, len(undo))
+	sem := make(chan struct{}, r.o.Forks)
+	var wg sync.WaitGroup
+	for i, s := range undo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			tr := &report.TaskResult{Play: p.Name, Task: "roll back", Host: s.host.Name, Status: report.Failed,
+				Msg: "the play stopped (max_fail_percentage) before this host ran every task"}
+			r.rollback(ctx, s, tr)
+			s.out = true
+			results[i] = tr
+		}()
+	}
+	wg.Wait()
+	for _, tr := range results {
+		r.run.Add(tr)
+		if r.o.Observer != nil {
+			r.o.Observer.Result(tr)
+		}
+	}
+	return kept
 }
 
 // failLimit says whether the play must stop. Without max_fail_percentage a
@@ -485,11 +631,44 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 		fail(report.Failed, fmt.Errorf("module %q is not registered", tr.Module))
 		return
 	}
-	view := transport.ReadOnly(h)
 	if r.o.Check {
-		view = s.plan
+		r.checkTask(ctx, tr, s, t, m, args)
+		return
 	}
-	plan, err := m.Check(ctx, view, args)
+	tr.BaseDir = baseDir(t)
+	var plan *module.Plan
+	if t.Handler {
+		// Handlers are planned when they are owed, on the node as the
+		// batch left it.
+		if plan, err = m.Check(ctx, transport.ReadOnly(h), args); err != nil {
+			r.checkErr(tr, err)
+			r.rollback(ctx, s, tr)
+			return
+		}
+	} else {
+		p := r.playOf[t]
+		if s.replan {
+			s.replan = false
+			if f := r.planFrom(ctx, s, p, taskIndex(p, t)); f != nil {
+				r.planFailed(tr, f, fmt.Sprintf("planned again after %s ran, on the node as it is now:", quoteList(s.ran)))
+				r.rollback(ctx, s, tr)
+				return
+			}
+		}
+		if plan = s.plans[t]; plan == nil {
+			tr.Status, tr.Msg = report.Failed, "internal error: the task was not planned on this host"
+			r.rollback(ctx, s, tr)
+			return
+		}
+	}
+	r.runStep(ctx, s, tr, step{task: t, args: args, plan: plan})
+}
+
+// checkTask plans one task in check mode, on the files as the earlier
+// tasks would leave them, and records what it would write.
+func (r *runner) checkTask(ctx context.Context, tr *report.TaskResult, s *hostState, t *playbook.Task, m module.Module, args module.Args) {
+	tr.BaseDir = baseDir(t)
+	plan, err := m.Check(ctx, s.plan, args)
 	if err != nil {
 		r.checkErr(tr, err)
 		return
@@ -498,70 +677,36 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 	switch {
 	case plan.Skip != "":
 		tr.Status, tr.Msg = report.Skipped, plan.Skip
-		return
 	case !plan.Changed():
 		tr.Status = report.OK
-		if t.Handler && !r.o.Check {
-			// An owed handler with nothing to do has still been served.
-			if _, err := h.Apply(ctx, []transport.Op{transport.ClearPendingOp(h.StateDir(), t.Name)}); err != nil {
-				r.checkErr(tr, fmt.Errorf("clear pending %q: %w", t.Name, err))
-				return
-			}
-			delete(s.pending, t.Name)
-		}
-		return
-	case r.o.Check && isImperative(m):
+	case isImperative(m):
 		tr.Status = report.Skipped
 		if len(plan.Restart) > 0 {
 			tr.Msg = "check mode restarts nothing; it would restart " + strings.Join(plan.Restart, ", ")
 		} else {
 			tr.Msg = "check mode does not run commands; it would run: " + strings.Join(plan.Commands, "; ")
 		}
-		return
-	case r.o.Check:
+	default:
 		tr.Status = report.Changed
 		s.plan.Record(plan.Files)
-		return
 	}
-	w, err := r.owedWriter(s, t, plan)
-	if err != nil {
-		r.checkErr(tr, err)
-		return
+}
+
+// planFailed reports a task that would fail on the planned state as the
+// host's failure: lead says when, the task is named with why.
+func (r *runner) planFailed(tr *report.TaskResult, f *planFailure, lead string) {
+	tr.Task, tr.Module, tr.Args, tr.Notify, tr.BaseDir = f.task.Name, f.task.Module, r.args[f.task][tr.Host], f.task.Notify, baseDir(f.task)
+	tr.Plan = nil
+	r.checkErr(tr, f.err)
+	tr.Msg = fmt.Sprintf("%s task %q (%s) would fail: %s", lead, f.task.Name, f.task.Module, tr.Msg)
+}
+
+func quoteList(cmds []string) string {
+	q := make([]string, len(cmds))
+	for i, c := range cmds {
+		q[i] = fmt.Sprintf("%q", c)
 	}
-	res, err := m.Apply(ctx, w, plan)
-	if err != nil {
-		r.checkErr(tr, fmt.Errorf("apply: %w", err))
-		return
-	}
-	tr.Result = res
-	tr.Status = report.Changed
-	if t.Handler {
-		// A handler that ran clears what was owed; a failed one leaves
-		// the record for the next run.
-		if _, err := h.Apply(ctx, []transport.Op{transport.ClearPendingOp(h.StateDir(), t.Name)}); err != nil {
-			r.checkErr(tr, fmt.Errorf("clear pending %q: %w", t.Name, err))
-			return
-		}
-		delete(s.pending, t.Name)
-	}
-	if isImperative(m) {
-		return
-	}
-	again, err := m.Check(ctx, transport.ReadOnly(h), args)
-	if err != nil {
-		r.checkErr(tr, fmt.Errorf("re-check after apply: %w", err))
-		return
-	}
-	if again.Changed() {
-		var left []string
-		for _, f := range again.Files {
-			left = append(left, string(f.Action)+" "+f.Path)
-		}
-		left = append(left, again.Commands...)
-		sort.Strings(left)
-		tr.Status = report.Failed
-		tr.Msg = "did not converge: after apply, check still plans " + strings.Join(left, ", ")
-	}
+	return strings.Join(q, ", ")
 }
 
 // prefetch reads, in one round trip per host and play, everything the
@@ -607,8 +752,9 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 // the write and the handler is then finished by the next run instead of
 // leaving the node on the old config.
 func (r *runner) owedWriter(s *hostState, t *playbook.Task, plan *module.Plan) (transport.Writer, error) {
+	var bw transport.Writer = backupWriter{Writer: s.h, stateDir: s.h.StateDir()}
 	if len(t.Notify) == 0 || t.Handler {
-		return s.h, nil
+		return bw, nil
 	}
 	var ops []transport.Op
 	for _, hn := range t.Notify {
@@ -621,7 +767,27 @@ func (r *runner) owedWriter(s *hostState, t *playbook.Task, plan *module.Plan) (
 		}
 		ops = append(ops, op)
 	}
-	return &prependWriter{Writer: s.h, ops: ops}, nil
+	return &prependWriter{Writer: bw, ops: ops}, nil
+}
+
+// backupWriter keeps a backup of every live path a module changes, whether
+// or not the module asked for one: a failure later in the run rolls the
+// host back, and a path changed without a backup could not be restored.
+type backupWriter struct {
+	transport.Writer
+	stateDir string
+}
+
+// Apply sets Backup on every op outside the state directory.
+func (w backupWriter) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpResult, error) {
+	out := make([]transport.Op, len(ops))
+	for i, op := range ops {
+		if !strings.HasPrefix(op.Path, strings.TrimSuffix(w.stateDir, "/")+"/") {
+			op.Backup = true
+		}
+		out[i] = op
+	}
+	return w.Writer.Apply(ctx, out)
 }
 
 // prependWriter puts ops ahead of the first change a module makes.

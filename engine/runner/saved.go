@@ -20,7 +20,8 @@ import (
 // ApplySaved applies a saved plan: on each host, exactly the steps check
 // mode planned, after proving that every file the plan was made from is
 // still what it was. A host whose files changed since is refused whole and
-// the others go on.
+// the others go on. Steps go through the live runs' apply path (runStep),
+// so a failure after a write rolls the host back.
 func ApplySaved(ctx context.Context, inv *inventory.Inventory, sp *savedplan.Plan, o Options) (*report.Run, error) {
 	o.setDefaults()
 	o.Check = false
@@ -100,12 +101,22 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 	} else if msg != "" {
 		return one("verify fingerprints", report.Failed, "refusing this host, nothing was changed: "+msg)
 	}
+	// The whole host plan is decoded before its first step is applied: a
+	// step that cannot be re-checked refuses the host with nothing written.
+	steps := make([]step, len(hp.Steps))
+	for i := range hp.Steps {
+		st, err := savedStep(&hp.Steps[i])
+		if err != nil {
+			return one(hp.Steps[i].Task, report.Failed, "refusing this host, nothing was changed: "+err.Error())
+		}
+		steps[i] = st
+	}
 	var out []*report.TaskResult
 	for i := range hp.Steps {
 		st := &hp.Steps[i]
-		tr := &report.TaskResult{Play: st.Play, Task: st.Task, Module: st.Module, Host: hp.Host, Handler: st.Handler, Because: st.Because}
+		tr := &report.TaskResult{Play: st.Play, Task: st.Task, Module: st.Module, Host: hp.Host, Handler: st.Handler, Because: st.Because, BaseDir: st.BaseDir}
 		start := time.Now()
-		r.applyStep(ctx, s, tr, st)
+		r.runStep(ctx, s, tr, steps[i])
 		tr.Duration = time.Since(start)
 		out = append(out, tr)
 		if tr.Status == report.Failed || tr.Status == report.Unreachable {
@@ -149,51 +160,29 @@ func short(h string) string {
 	return "sha256:" + h[:12]
 }
 
-func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskResult, st *savedplan.Step) {
+// savedStep turns a saved step into a step of the one apply path, with its
+// arguments decoded for the re-check; relative paths in them start where
+// they started when the plan was made.
+func savedStep(st *savedplan.Step) (step, error) {
 	m, ok := module.Lookup(st.Module)
 	if !ok {
-		tr.Status, tr.Msg = report.Failed, fmt.Sprintf("module %q is not registered", st.Module)
-		return
+		return step{}, fmt.Errorf("module %q is not registered", st.Module)
 	}
 	plan := st.Plan
-	tr.Plan = &plan
-	task := &playbook.Task{Name: st.Task, Module: st.Module, Notify: st.Notify, Handler: st.Handler}
-	w, err := r.owedWriter(s, task, &plan)
-	if err != nil {
-		r.checkErr(tr, err)
-		return
+	out := step{task: &playbook.Task{Name: st.Task, Module: st.Module, Notify: st.Notify, Handler: st.Handler}, plan: &plan}
+	if st.Handler || isImperative(m) || len(st.Args) == 0 {
+		return out, nil
 	}
-	res, err := m.Apply(ctx, w, &plan)
-	if err != nil {
-		r.checkErr(tr, fmt.Errorf("apply: %w", err))
-		return
-	}
-	tr.Result, tr.Status = res, report.Changed
-	if st.Handler {
-		if _, err := s.h.Apply(ctx, []transport.Op{transport.ClearPendingOp(s.h.StateDir(), st.Task)}); err != nil {
-			r.checkErr(tr, fmt.Errorf("clear pending %q: %w", st.Task, err))
-		}
-		return
-	}
-	if isImperative(m) || len(st.Args) == 0 {
-		return
-	}
-	// Converged means re-check is clean, for saved plans too.
 	args := m.NewArgs()
 	if err := json.Unmarshal(st.Args, args); err != nil {
-		tr.Msg = "applied; not re-checked: " + err.Error()
-		return
+		return step{}, fmt.Errorf("saved arguments of %q: %w", st.Task, err)
+	}
+	if b, ok := args.(interface{ SetBaseDir(string) }); ok && st.BaseDir != "" {
+		b.SetBaseDir(st.BaseDir)
 	}
 	if err := args.Validate(); err != nil {
-		tr.Msg = "applied; not re-checked: " + err.Error()
-		return
+		return step{}, fmt.Errorf("saved arguments of %q: %w", st.Task, err)
 	}
-	again, err := m.Check(ctx, transport.ReadOnly(s.h), args)
-	if err != nil {
-		r.checkErr(tr, fmt.Errorf("re-check after apply: %w", err))
-		return
-	}
-	if again.Changed() {
-		tr.Status, tr.Msg = report.Failed, "did not converge: after applying the saved plan, check still plans changes"
-	}
+	out.args = args
+	return out, nil
 }

@@ -54,7 +54,10 @@ type Step struct {
 	Notify  []string        `json:"notify,omitempty"`
 	Because []string        `json:"because,omitempty"`
 	Args    json.RawMessage `json:"args,omitempty"`
-	Plan    module.Plan     `json:"plan"`
+	// BaseDir is where relative paths in Args start (the playbook's
+	// directory at planning), so the re-check reads what planning read.
+	BaseDir string      `json:"base_dir,omitempty"`
+	Plan    module.Plan `json:"plan"`
 	// Contents holds Before and After of Plan.Files, index for index;
 	// the plan's own JSON leaves contents out.
 	Contents []Content `json:"contents"`
@@ -99,7 +102,7 @@ func FromRun(r *report.Run, playbooks []string) (*Plan, error) {
 			return nil, fmt.Errorf("save args of %q on %s: %w", tr.Task, tr.Host, err)
 		}
 		st := Step{Play: tr.Play, Task: tr.Task, Module: tr.Module, Handler: tr.Handler, Notify: tr.Notify,
-			Because: tr.Because, Args: args, Plan: *tr.Plan}
+			Because: tr.Because, Args: args, BaseDir: tr.BaseDir, Plan: *tr.Plan}
 		for _, f := range tr.Plan.Files {
 			st.Contents = append(st.Contents, Content{Before: f.Before, After: f.After})
 		}

@@ -1,0 +1,292 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/overlay"
+	"nodeconverge/engine/playbook"
+	"nodeconverge/engine/report"
+	"nodeconverge/engine/transport"
+)
+
+// A host's run in apply mode is one plan and one apply path.
+//
+// The plan: before the first write on a host, every task of the play is
+// checked on the files as the earlier tasks would leave them (the check-mode
+// overlay); a task that would fail or refuse fails the host with nothing
+// written. A saved plan is the same thing made earlier. The apply path,
+// shared by live runs and saved plans (runStep): verify the step's files are
+// still what it was planned from, apply it, check again. Any failure after
+// the host's first write rolls the host's run back (Writer.Rollback).
+
+// step is one task of a host's plan.
+type step struct {
+	task *playbook.Task
+	// args re-check the step after apply; nil when the step cannot be
+	// re-checked (a saved plan without arguments).
+	args module.Args
+	plan *module.Plan
+}
+
+// planFailure is a task whose Check failed while planning a host.
+type planFailure struct {
+	task *playbook.Task
+	err  error
+}
+
+// planFrom plans the play's tasks from index from on, each on the files as
+// the earlier ones would leave them, and keeps the plans on s. It stops at
+// the first task whose Check fails.
+func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, from int) *planFailure {
+	ov := overlay.New(transport.ReadOnly(s.h))
+	if s.plans == nil {
+		s.plans = map[*playbook.Task]*module.Plan{}
+	}
+	for _, t := range p.Tasks[from:] {
+		m, ok := module.Lookup(t.Module)
+		if !ok {
+			return &planFailure{t, fmt.Errorf("module %q is not registered", t.Module)}
+		}
+		pl, err := m.Check(ctx, ov, r.args[t][s.host.Name])
+		if err != nil {
+			return &planFailure{t, err}
+		}
+		s.plans[t] = pl
+		if pl.Skip == "" && pl.Changed() {
+			ov.Record(pl.Files)
+		}
+	}
+	return nil
+}
+
+// taskIndex is t's position in p's tasks, or -1.
+func taskIndex(p *playbook.Play, t *playbook.Task) int {
+	for i, pt := range p.Tasks {
+		if pt == t {
+			return i
+		}
+	}
+	return -1
+}
+
+// baseDir is where t's relative paths start, as playbook.Render sets it.
+func baseDir(t *playbook.Task) string {
+	if t.Pos.File == "" {
+		return ""
+	}
+	return filepath.Dir(t.Pos.File)
+}
+
+// runStep is the one apply path: it performs a planned step on the host
+// and proves it converged, and rolls the host's run back when the step
+// fails after the run has written to the host.
+func (r *runner) runStep(ctx context.Context, s *hostState, tr *report.TaskResult, st step) {
+	r.applyStep(ctx, s, tr, st)
+	if tr.Status == report.Failed || tr.Status == report.Unreachable {
+		r.rollback(ctx, s, tr)
+	}
+}
+
+func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskResult, st step) {
+	t, plan := st.task, st.plan
+	tr.Plan = plan
+	m, ok := module.Lookup(t.Module)
+	if !ok {
+		tr.Status, tr.Msg = report.Failed, fmt.Sprintf("module %q is not registered", t.Module)
+		return
+	}
+	h := s.h
+	switch {
+	case plan.Skip != "":
+		tr.Status, tr.Msg = report.Skipped, plan.Skip
+		return
+	case !plan.Changed():
+		tr.Status = report.OK
+		if t.Handler {
+			// An owed handler with nothing to do has still been served.
+			if err := r.clearPending(ctx, s, t.Name); err != nil {
+				r.checkErr(tr, err)
+			}
+		}
+		return
+	}
+	if msg, err := changedSincePlan(ctx, h, plan); err != nil {
+		r.checkErr(tr, fmt.Errorf("verify the planned files: %w", err))
+		return
+	} else if msg != "" {
+		tr.Status, tr.Msg = report.Failed, "not applied: "+msg
+		return
+	}
+	w, err := r.owedWriter(s, t, plan)
+	if err != nil {
+		r.checkErr(tr, err)
+		return
+	}
+	s.wrote, s.playWrote = true, true
+	res, err := m.Apply(ctx, w, plan)
+	if err != nil {
+		r.checkErr(tr, fmt.Errorf("apply: %w", err))
+		return
+	}
+	tr.Result = res
+	tr.Status = report.Changed
+	if t.Handler {
+		// A handler that ran clears what was owed; a failed one leaves
+		// the record for the next run.
+		if err := r.clearPending(ctx, s, t.Name); err != nil {
+			r.checkErr(tr, err)
+			return
+		}
+	}
+	if isImperative(m) {
+		// What a command did is unknown: the rest of the play is
+		// planned again, on the node as it is now, before its next write.
+		s.ran = append(s.ran, plan.Commands...)
+		s.replan = true
+		return
+	}
+	if st.args == nil {
+		tr.Msg = "applied; not re-checked: the saved plan has no arguments for this step"
+		return
+	}
+	again, err := m.Check(ctx, transport.ReadOnly(h), st.args)
+	if err != nil {
+		r.checkErr(tr, fmt.Errorf("re-check after apply: %w", err))
+		return
+	}
+	if again.Changed() {
+		var left []string
+		for _, f := range again.Files {
+			left = append(left, string(f.Action)+" "+f.Path)
+		}
+		left = append(left, again.Commands...)
+		sort.Strings(left)
+		tr.Status = report.Failed
+		tr.Msg = "did not converge: after apply, check still plans " + strings.Join(left, ", ")
+	}
+}
+
+// clearPending removes the record of an owed handler that has run.
+func (r *runner) clearPending(ctx context.Context, s *hostState, handler string) error {
+	if _, err := s.h.Apply(ctx, []transport.Op{transport.ClearPendingOp(s.h.StateDir(), handler)}); err != nil {
+		return fmt.Errorf("clear pending %q: %w", handler, err)
+	}
+	delete(s.pending, handler)
+	if s.served == nil {
+		s.served = map[string]bool{}
+	}
+	s.served[handler] = true
+	return nil
+}
+
+// changedSincePlan compares the files a step changes with the content it
+// was planned from (the previous steps' planned results, or the live node
+// for the first step touching a path). A node that differs, because a
+// command of the play or someone else changed it, must not get a plan made
+// for other files. Creates are not compared: a create's plan carries no
+// content to compare with, and the re-check proves its result.
+func changedSincePlan(ctx context.Context, h transport.Reader, plan *module.Plan) (string, error) {
+	want := map[string]string{}
+	for _, f := range plan.Files {
+		switch f.Action {
+		case module.Update, module.Delete:
+			want[f.Path] = f.BeforeHash
+		case module.Move:
+			want[f.From] = f.BeforeHash
+		}
+	}
+	if len(want) == 0 {
+		return "", nil
+	}
+	paths := make([]string, 0, len(want))
+	for p := range want {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	snap, err := h.Query(ctx, transport.Query{Files: paths})
+	if err != nil {
+		return "", err
+	}
+	var changed []string
+	for _, p := range paths {
+		f := snap.File(p)
+		got := ""
+		if f.Exists {
+			got = module.Hash(f.Content)
+		}
+		if got != want[p] {
+			changed = append(changed, fmt.Sprintf("%s is not what the plan was made from (planned from %s, now %s)", p, short(want[p]), short(got)))
+		}
+	}
+	return strings.Join(changed, "; "), nil
+}
+
+// rollback undoes the host's run after a failure that came after the run
+// wrote to the host, and says so in tr. Pending records are not undone
+// (Rollback never touches the state directory); a handler that already
+// ran in this run gets its record back, since the daemon it restarted
+// loaded files that are now gone.
+func (r *runner) rollback(ctx context.Context, s *hostState, tr *report.TaskResult) {
+	if !s.wrote || s.h == nil {
+		return
+	}
+	s.wrote = false
+	paths, err := s.h.Rollback(ctx)
+	tr.RolledBack = paths
+	var b strings.Builder
+	switch {
+	case err != nil:
+		fmt.Fprintf(&b, "ROLLBACK FAILED: %v", err)
+		if len(paths) > 0 {
+			fmt.Fprintf(&b, " (restored %s)", strings.Join(paths, ", "))
+		}
+	case len(paths) == 0:
+		b.WriteString("rolled back this host's run: no file changes were left to undo")
+	default:
+		fmt.Fprintf(&b, "rolled back this host's run: restored %s", strings.Join(paths, ", "))
+	}
+	if len(s.ran) > 0 {
+		fmt.Fprintf(&b, "; what commands did is not undone (ran: %s)", strings.Join(s.ran, "; "))
+	}
+	if err := r.reowe(ctx, s); err != nil {
+		fmt.Fprintf(&b, "; %v", err)
+	}
+	if msg := strings.TrimRight(tr.Msg, "\n"); msg != "" {
+		tr.Msg = msg + "\n" + b.String()
+	} else {
+		tr.Msg = b.String()
+	}
+}
+
+// reowe records again the handlers this run notified and already served:
+// after a rollback the node owes them once more.
+func (r *runner) reowe(ctx context.Context, s *hostState) error {
+	var names []string
+	for hn := range s.served {
+		if _, ok := s.owed[hn]; ok {
+			names = append(names, hn)
+		}
+	}
+	sort.Strings(names)
+	var ops []transport.Op
+	for _, hn := range names {
+		op, err := transport.PendingOp(s.h.StateDir(), transport.PendingRecord{Handler: hn, RunID: r.o.RunID, Files: s.owed[hn], Since: time.Now().UTC()})
+		if err != nil {
+			return fmt.Errorf("record pending handlers again: %w", err)
+		}
+		ops = append(ops, op)
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if _, err := s.h.Apply(ctx, ops); err != nil {
+		return fmt.Errorf("record pending handlers %s again: %w", strings.Join(names, ", "), err)
+	}
+	return nil
+}

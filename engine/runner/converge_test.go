@@ -1,0 +1,236 @@
+package runner_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"nodeconverge/engine/playbook"
+	"nodeconverge/engine/report"
+	"nodeconverge/engine/runner"
+	"nodeconverge/engine/savedplan"
+	"nodeconverge/engine/transport"
+	_ "nodeconverge/modules/command"
+)
+
+// copyTask is a copy task writing content to the host's file name.
+func copyTask(name, file, content string) string {
+	return "    - name: " + name + "\n      copy:\n        dest: \"{{ dir }}/{{ inventory_hostname }}." + file + "\"\n        content: \"" + content + "\"\n"
+}
+
+// TestRefusedBeforeAnyWrite: a play whose first task would write and whose
+// second would fail on the planned state writes nothing on that host, and
+// says which task and why; the other host converges.
+func TestRefusedBeforeAnyWrite(t *testing.T) {
+	e := newEnv(t, "h1", "h2")
+	e.write("h1", "conf", "old\n")
+	e.write("h2", "conf", "old\n")
+	plays := e.load("- hosts: all\n  tasks:\n" + copyTask("write", "conf", "new\\n") + task("refuse", "t2", "fail_on: h1"))
+	run := e.run(plays, e.options(false))
+	if got, _ := e.read("h1", "conf"); got != "old\n" {
+		t.Errorf("h1.conf = %q: the first task wrote although the second would fail", got)
+	}
+	if _, ok := e.read("h1", "t2"); ok {
+		t.Error("h1.t2 was written")
+	}
+	var h1 []*report.TaskResult
+	for _, tr := range run.Results {
+		if tr.Host == "h1" {
+			h1 = append(h1, tr)
+		}
+	}
+	if len(h1) != 1 || h1[0].Task != "refuse" || h1[0].Status != report.Failed ||
+		!strings.Contains(h1[0].Msg, `task "refuse"`) || !strings.Contains(h1[0].Msg, "fails on h1 by design") ||
+		!strings.Contains(h1[0].Msg, "nothing was written on this host") {
+		for _, tr := range h1 {
+			t.Logf("%s %s: %s", tr.Task, tr.Status, tr.Msg)
+		}
+		t.Fatal("want one failed result for h1 naming task refuse and why, nothing written")
+	}
+	if got, _ := e.read("h2", "conf"); got != "new\n" {
+		t.Errorf("h2.conf = %q, want the play applied on the other host", got)
+	}
+	if got, _ := e.read("h2", "t2"); got != "t2\n" {
+		t.Errorf("h2.t2 = %q", got)
+	}
+	if code := run.ExitCode(); code != report.ExitFailed {
+		t.Errorf("exit code %d, want %d", code, report.ExitFailed)
+	}
+}
+
+// TestFailureAfterWriteRollsBack: a command that fails after two files
+// were written (one changed, one created) undoes both, and the result says
+// what was restored.
+func TestFailureAfterWriteRollsBack(t *testing.T) {
+	e := newEnv(t, "h1")
+	e.write("h1", "conf", "old\n")
+	plays := e.load("- hosts: all\n  tasks:\n" + copyTask("change", "conf", "new\\n") + copyTask("create", "new", "x\\n") +
+		"    - name: fails\n      command:\n        cmd: \"echo boom >&2; exit 3\"\n" + copyTask("never", "never", "y\\n"))
+	run := e.run(plays, e.options(false))
+	if got, _ := e.read("h1", "conf"); got != "old\n" {
+		t.Errorf("h1.conf = %q, want it restored", got)
+	}
+	for _, f := range []string{"new", "never"} {
+		if _, ok := e.read("h1", f); ok {
+			t.Errorf("h1.%s exists after the rollback", f)
+		}
+	}
+	tr := results(t, run)["fails h1"]
+	if tr == nil || tr.Status != report.Failed || !strings.Contains(tr.Msg, "boom") || !strings.Contains(tr.Msg, "rolled back this host's run") {
+		t.Fatalf("fails h1 = %+v, want failed with the command's output and the rollback", tr)
+	}
+	want := []string{e.path("h1", "new"), e.path("h1", "conf")}
+	if !slices.Equal(tr.RolledBack, want) {
+		t.Errorf("rolled back %q, want %q", tr.RolledBack, want)
+	}
+	if _, ok := results(t, run)["never h1"]; ok {
+		t.Error("a task ran after the failure")
+	}
+	if code := run.ExitCode(); code != report.ExitFailed {
+		t.Errorf("exit code %d", code)
+	}
+}
+
+// TestDidNotConvergeRollsBack: a re-check that still plans a change is a
+// failure, and the write it judged is undone.
+func TestDidNotConvergeRollsBack(t *testing.T) {
+	e := newEnv(t, "h1")
+	e.write("h1", "t1", "before\n")
+	plays := e.load("- hosts: all\n  tasks:\n" + task("one", "t1", `writes: "something else"`))
+	run := e.run(plays, e.options(false))
+	tr := results(t, run)["one h1"]
+	if tr == nil || tr.Status != report.Failed || !strings.Contains(tr.Msg, "did not converge") || !strings.Contains(tr.Msg, "restored "+e.path("h1", "t1")) {
+		t.Fatalf("one h1 = %+v", tr)
+	}
+	if got, _ := e.read("h1", "t1"); got != "before\n" {
+		t.Errorf("h1.t1 = %q, want it restored", got)
+	}
+}
+
+// TestPlannedAgainAfterCommand: a command's effect cannot be planned, so
+// the tasks after it are planned again on the node as the command left it
+// (here the command changes the file the next task manages).
+func TestPlannedAgainAfterCommand(t *testing.T) {
+	e := newEnv(t, "h1")
+	e.write("h1", "conf", "old\n")
+	plays := e.load("- hosts: all\n  tasks:\n" +
+		"    - name: edit\n      command:\n        cmd: \"echo edited > {{ dir }}/{{ inventory_hostname }}.conf\"\n" +
+		copyTask("manage", "conf", "new\\n"))
+	run := e.run(plays, e.options(false))
+	if code := run.ExitCode(); code != report.ExitOK {
+		for _, tr := range run.Results {
+			t.Logf("%s %s: %s", tr.Task, tr.Status, tr.Msg)
+		}
+		t.Fatalf("exit code %d", code)
+	}
+	tr := results(t, run)["manage h1"]
+	if tr == nil || tr.Status != report.Changed || tr.Plan == nil || len(tr.Plan.Files) != 1 || string(tr.Plan.Files[0].Before) != "edited\n" {
+		t.Fatalf("manage h1 = %+v, want a change planned from the command's result", tr)
+	}
+	if got, _ := e.read("h1", "conf"); got != "new\n" {
+		t.Errorf("h1.conf = %q", got)
+	}
+}
+
+// TestSavedPlanRelativeSrc: a saved plan of copy with a relative src
+// re-checks against the file planning read (next to the playbook), not a
+// path relative to wherever apply runs.
+func TestSavedPlanRelativeSrc(t *testing.T) {
+	e := newEnv(t, "h1")
+	pbDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(pbDir, "src.txt"), []byte("from src\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pb := filepath.Join(pbDir, "play.yaml")
+	text := "- hosts: all\n  tasks:\n    - name: from src\n      copy:\n        dest: \"{{ dir }}/{{ inventory_hostname }}.src\"\n        src: src.txt\n"
+	if err := os.WriteFile(pb, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plays, err := playbook.Load(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := e.run(plays, e.options(true))
+	if code := check.ExitCode(); code != report.ExitDrift {
+		t.Fatalf("check exit code %d", code)
+	}
+	sp, err := savedplan.FromRun(check, []string{pb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	if err := sp.Write(planFile); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := savedplan.Load(planFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := runner.ApplySaved(context.Background(), e.inv, loaded, e.options(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := results(t, run)["from src h1"]
+	if tr == nil || tr.Status != report.Changed || run.ExitCode() != report.ExitOK {
+		t.Fatalf("from src h1 = %+v, exit %d; want changed and re-checked clean", tr, run.ExitCode())
+	}
+	if got, _ := e.read("h1", "src"); got != "from src\n" {
+		t.Errorf("h1.src = %q", got)
+	}
+}
+
+// TestSavedPlanRollsBack: a saved plan goes through the same apply path: a
+// step that fails after an earlier step wrote rolls the host back.
+func TestSavedPlanRollsBack(t *testing.T) {
+	e := newEnv(t, "h1")
+	e.write("h1", "conf", "old\n")
+	plays := e.load("- hosts: all\n  tasks:\n" + copyTask("change", "conf", "new\\n") +
+		"    - name: fails\n      command:\n        cmd: \"exit 3\"\n")
+	check := e.run(plays, e.options(true))
+	sp, err := savedplan.FromRun(check, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sp.Hosts[0].Steps); n != 2 {
+		t.Fatalf("saved %d steps, want the copy and the command", n)
+	}
+	run, err := runner.ApplySaved(context.Background(), e.inv, sp, e.options(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := results(t, run)["fails h1"]
+	if tr == nil || tr.Status != report.Failed || !slices.Equal(tr.RolledBack, []string{e.path("h1", "conf")}) {
+		t.Fatalf("fails h1 = %+v, want failed with conf rolled back", tr)
+	}
+	if got, _ := e.read("h1", "conf"); got != "old\n" {
+		t.Errorf("h1.conf = %q, want it restored", got)
+	}
+}
+
+// TestRollbackOwesServedHandler: a handler that already ran on the new
+// files is owed again once a later failure rolls the files back, so the
+// next run restarts on the restored files.
+func TestRollbackOwesServedHandler(t *testing.T) {
+	e := newEnv(t, "h1")
+	plays := e.load("- hosts: all\n  tasks:\n" + task("one", "t1") + "      notify: [restart, gate]\n" +
+		"  handlers:\n    - name: restart\n      test_restart: {}\n    - name: gate\n      test_restart_fail:\n        fail_on: h1\n")
+	run := e.run(plays, e.options(false))
+	res := results(t, run)
+	if tr := res["restart h1"]; tr == nil || tr.Status != report.Changed {
+		t.Fatalf("restart h1 = %+v, want it run", tr)
+	}
+	if tr := res["gate h1"]; tr == nil || tr.Status != report.Failed || !strings.Contains(tr.Msg, "restored "+e.path("h1", "t1")) {
+		t.Fatalf("gate h1 = %+v, want failed and rolled back", tr)
+	}
+	if _, ok := e.read("h1", "t1"); ok {
+		t.Error("h1.t1 still there after the rollback")
+	}
+	for _, hn := range []string{"restart", "gate"} {
+		if _, err := os.Stat(transport.PendingPath(e.state, hn)); err != nil {
+			t.Errorf("handler %s not owed after the rollback: %v", hn, err)
+		}
+	}
+}
