@@ -17,6 +17,7 @@ import (
 
 	"nodeconverge/engine/app"
 	"nodeconverge/engine/report"
+	"nodeconverge/engine/runner"
 )
 
 // exitError carries an exit code out of cobra without printing twice.
@@ -71,6 +72,7 @@ applies exactly that plan and refuses any host whose files changed since.`,
 	}
 	f := fleetFlags(c, &o.Fleet)
 	f.BoolVarP(&o.Check, "check", "C", false, "plan only: change nothing, exit 2 when changes are pending")
+	f.DurationVar(&o.Timeout, "timeout", runner.DefaultTimeout, "bound on each task per host (a task's own timeout: wins); a host past it fails, the others go on")
 	f.BoolVarP(&o.Diff, "diff", "D", false, "show unified diffs of files and of the effective config")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "show notes, validation evidence and command output")
 	f.StringArrayVarP(&o.ExtraVars, "extra-vars", "e", nil, "key=value (or @file.yaml); beats every other variable")

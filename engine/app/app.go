@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"nodeconverge/engine/inventory"
 	"nodeconverge/engine/playbook"
@@ -57,6 +58,9 @@ type ApplyOptions struct {
 	Verbose   bool
 	ExtraVars []string
 	StateDir  string
+	// Timeout bounds each task on each host unless the task sets its own
+	// `timeout:`; zero means runner.DefaultTimeout.
+	Timeout time.Duration
 	// Reports are "json=FILE" or "prom=FILE"; written whatever the outcome.
 	Reports []string
 	// Out, with Check, saves the plan for a later `apply FILE`.
@@ -109,7 +113,7 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	}
 	ssh := o.ssh()
 	ropts := runner.Options{
-		Check: o.Check, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra,
+		Check: o.Check, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra, Timeout: o.Timeout,
 		Dial: Dialer(ssh), IsUnreachable: sshconn.IsUnreachable,
 		HostOptions: transport.HostOptions{StateDir: o.StateDir},
 		Observer:    observer(o, out),

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -39,6 +40,9 @@ type Task struct {
 	Tags    []string
 	Pos     Pos
 	Handler bool
+	// Timeout bounds the task on each host (Ansible's `timeout:`, in
+	// seconds); zero means the run's default.
+	Timeout time.Duration
 }
 
 // Play is one play of a playbook.
@@ -62,7 +66,7 @@ func (p *Play) AllTasks() []*Task {
 
 var playKeys = []string{"become", "gather_facts", "handlers", "hosts", "max_fail_percentage", "name", "serial", "tasks", "vars"}
 
-var taskKeys = []string{"name", "notify", "tags"}
+var taskKeys = []string{"name", "notify", "tags", "timeout"}
 
 // fqcnPrefix is accepted in front of module names so playbooks written for
 // Ansible ("ansible.builtin.copy") load unchanged.
@@ -227,6 +231,19 @@ func (l *loader) key(k *yaml.Node, seen map[string]bool) (string, error) {
 	}
 	seen[k.Value] = true
 	return k.Value, nil
+}
+
+// timeout reads a task's `timeout:`, whole seconds as in Ansible.
+func (l *loader) timeout(n *yaml.Node) (time.Duration, error) {
+	v := yamlx.Deref(n)
+	if v == nil || v.Kind != yaml.ScalarNode {
+		return 0, nodeErr(l.file, n, "timeout must be a whole number of seconds, got %s", yamlx.KindName(v))
+	}
+	sec, err := strconv.Atoi(strings.TrimSpace(v.Value))
+	if err != nil || sec <= 0 || sec > 7*24*3600 {
+		return 0, nodeErr(l.file, n, "timeout: %q is not a whole number of seconds from 1 to 604800", v.Value)
+	}
+	return time.Duration(sec) * time.Second, nil
 }
 
 func (l *loader) str(n *yaml.Node, what string) (string, error) {
@@ -396,6 +413,11 @@ func (l *loader) task(n *yaml.Node, handler bool) (*Task, error) {
 			continue
 		case "tags":
 			if t.Tags, _, err = l.stringList(val, "tags", true); err != nil {
+				return nil, err
+			}
+			continue
+		case "timeout":
+			if t.Timeout, err = l.timeout(val); err != nil {
 				return nil, err
 			}
 			continue

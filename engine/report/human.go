@@ -184,6 +184,9 @@ func (h *Human) Done(r *Run) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(h.W, "\nNOTE: %s\n", n)
 	}
+	for _, e := range r.Lost {
+		fmt.Fprintf(h.W, "\nERROR: %s\n", e)
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(h.W, "\nERROR: %s\n", e)
 	}
@@ -195,7 +198,11 @@ func (h *Human) Done(r *Run) {
 	}
 	for _, host := range hosts {
 		rc := r.Recap[host]
-		fmt.Fprintf(h.W, "%-*s : ok=%d changed=%d unreachable=%d failed=%d skipped=%d\n",
+		fmt.Fprintf(h.W, "%-*s : ok=%d changed=%d unreachable=%d failed=%d skipped=%d",
 			width, host, rc.OK, rc.Changed, rc.Unreachable, rc.Failed, rc.Skipped)
+		if why, ok := r.NotAttempted[host]; ok {
+			fmt.Fprintf(h.W, "  not attempted: %s", why)
+		}
+		fmt.Fprintln(h.W)
 	}
 }

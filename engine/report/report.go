@@ -4,6 +4,8 @@
 package report
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,6 +80,12 @@ type Run struct {
 	// Errors are failures of the run itself, not of a task (a play that
 	// stopped on max_fail_percentage, say).
 	Errors []string `json:"errors,omitempty"`
+	// Lost names each host that became unreachable and what was lost
+	// (its first unreachable result); an unreachable host is not a
+	// failure of the run, but it is an error to read.
+	Lost []string `json:"lost,omitempty"`
+	// NotAttempted maps each host a stopped play never reached to why.
+	NotAttempted map[string]string `json:"not_attempted,omitempty"`
 	// Notes are facts about the run worth reading that are not failures
 	// (a stale node lock taken over from a run that died).
 	Notes []string `json:"notes,omitempty"`
@@ -104,6 +112,13 @@ func (r *Run) Add(tr *TaskResult) {
 	case Failed:
 		rc.Failed++
 	case Unreachable:
+		if rc.Unreachable == 0 {
+			what := tr.Task
+			if what == "" {
+				what = "connect"
+			}
+			r.Lost = append(r.Lost, fmt.Sprintf("host %s unreachable at %q: %s", tr.Host, what, firstLine(tr.Msg)))
+		}
 		rc.Unreachable++
 	case Skipped:
 		rc.Skipped++
@@ -132,6 +147,35 @@ func (r *Run) recap(host string) *Recap {
 		r.Hosts = append(r.Hosts, host)
 	}
 	return rc
+}
+
+// NotAttempt records that a stopped play never reached host, and why;
+// the first reason is kept.
+func (r *Run) NotAttempt(host, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recap(host)
+	if r.NotAttempted == nil {
+		r.NotAttempted = map[string]string{}
+	}
+	if _, ok := r.NotAttempted[host]; !ok {
+		r.NotAttempted[host] = why
+	}
+}
+
+// Unreachable says whether host had an unreachable result.
+func (r *Run) Unreachable(host string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rc, ok := r.Recap[host]
+	return ok && rc.Unreachable > 0
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // Touch makes host appear in the recap even if no task ran on it.

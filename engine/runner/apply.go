@@ -44,6 +44,7 @@ type planFailure struct {
 // the earlier ones would leave them, and keeps the plans on s. It stops at
 // the first task whose Check fails.
 func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, from int) *planFailure {
+	at(ctx, s, "plan the play")
 	ov := overlay.New(transport.ReadOnly(s.h))
 	if s.plans == nil {
 		s.plans = map[*playbook.Task]*module.Plan{}
@@ -53,6 +54,7 @@ func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, f
 		if !ok {
 			return &planFailure{t, fmt.Errorf("module %q is not registered", t.Module)}
 		}
+		at(ctx, s, fmt.Sprintf("plan the play: check task %q", t.Name))
 		pl, err := m.Check(ctx, ov, r.args[t][s.host.Name])
 		if err != nil {
 			return &planFailure{t, err}
@@ -116,6 +118,7 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 		}
 		return
 	}
+	at(ctx, s, "verify the planned files")
 	if msg, err := changedSincePlan(ctx, h, plan); err != nil {
 		r.checkErr(tr, fmt.Errorf("verify the planned files: %w", err))
 		return
@@ -129,6 +132,11 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 		return
 	}
 	s.wrote, s.playWrote = true, true
+	if len(plan.Commands) > 0 {
+		at(ctx, s, "apply: run "+strings.Join(plan.Commands, "; "))
+	} else {
+		at(ctx, s, "apply")
+	}
 	res, err := m.Apply(ctx, w, plan)
 	if err != nil {
 		r.checkErr(tr, fmt.Errorf("apply: %w", err))
@@ -155,6 +163,7 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 		tr.Msg = "applied; not re-checked: the saved plan has no arguments for this step"
 		return
 	}
+	at(ctx, s, "re-check after apply")
 	again, err := m.Check(ctx, transport.ReadOnly(h), st.args)
 	if err != nil {
 		r.checkErr(tr, fmt.Errorf("re-check after apply: %w", err))
@@ -237,6 +246,13 @@ func (r *runner) rollback(ctx context.Context, s *hostState, tr *report.TaskResu
 		return
 	}
 	s.wrote = false
+	at(ctx, s, "roll back")
+	ctx, done, err := r.rollbackContext(ctx, s)
+	if err != nil {
+		tr.Msg = strings.TrimRight(tr.Msg, "\n") + "\nROLLBACK FAILED: " + err.Error()
+		return
+	}
+	defer done()
 	paths, err := s.h.Rollback(ctx)
 	tr.RolledBack = paths
 	var b strings.Builder

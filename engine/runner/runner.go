@@ -14,6 +14,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -40,7 +41,22 @@ type Options struct {
 	RunID         string
 	HostOptions   transport.HostOptions
 	Observer      report.Observer
+	// Timeout bounds each task (and each host's planning of a play) on
+	// each host, unless the task sets its own `timeout:`; zero means
+	// DefaultTimeout.
+	Timeout time.Duration
 }
+
+// DefaultTimeout is how long one task may take on one host when neither
+// the task nor the command line says. Long enough for a containerd restart
+// with its health gates on a loaded node, short enough that a hung node
+// cannot hold a nightly run for long.
+const DefaultTimeout = 5 * time.Minute
+
+// rollbackGrace bounds the rollback of a host whose task ran past its
+// timeout: the task's own deadline is spent, and a hung connection must not
+// hold the run again.
+const rollbackGrace = 30 * time.Second
 
 // setDefaults fills what a caller may leave unset.
 func (o *Options) setDefaults() {
@@ -52,6 +68,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.IsUnreachable == nil {
 		o.IsUnreachable = func(error) bool { return false }
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
 	}
 }
 
@@ -103,6 +122,17 @@ type hostState struct {
 	// failed or unreachable hosts take no further part in the run, as in
 	// Ansible.
 	out bool
+	// doing is the step the host's current task is at, for the message
+	// of a task that runs past its timeout.
+	doing atomic.Pointer[string]
+	// abandoned says the host's connection was closed after a timeout:
+	// nothing more is sent over it (its lock is left to go stale).
+	abandoned bool
+	// become is the play's become, for a reconnect.
+	become *bool
+	// lost says the host became unreachable; lost hosts' lock release
+	// errors are expected, not failures.
+	lost bool
 }
 
 type runner struct {
@@ -193,7 +223,6 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 			r.playOf[t] = p
 		}
 	}
-	defer r.closeAll()
 	for _, p := range plays {
 		if ctx.Err() != nil {
 			r.run.AddError(fmt.Sprintf("run interrupted: %v", ctx.Err()))
@@ -201,6 +230,9 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 		}
 		r.play(ctx, p, targets[p], args)
 	}
+	// Connections close before the recap is rendered, so what closing
+	// them finds is in the recap and in the reports alike.
+	r.closeAll()
 	r.run.Finished = time.Now().UTC()
 	if o.Observer != nil {
 		o.Observer.Done(r.run)
@@ -219,10 +251,29 @@ func (r *runner) state(h *inventory.Host) *hostState {
 	return s
 }
 
+// closeAll releases the node locks and closes the connections. A host
+// that was unreachable, or whose connection was abandoned after a timeout,
+// keeps its lock: it goes stale when the connection's sshd process ends,
+// and the next run takes it over (and says so). A host lost only now, at
+// the release, is reported unreachable.
 func (r *runner) closeAll() {
 	for _, s := range r.hosts {
+		if s.abandoned {
+			r.run.AddNote(fmt.Sprintf("%s: node lock not released: the host's connection was closed after a timeout; the next run takes the stale lock over", s.host.Name))
+			continue
+		}
 		if s.lock != nil {
-			if err := s.lock.Release(context.Background()); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), rollbackGrace)
+			err := s.lock.Release(ctx)
+			cancel()
+			switch {
+			case err == nil:
+			case r.run.Unreachable(s.host.Name):
+				r.run.AddNote(fmt.Sprintf("%s: node lock not released (the host is unreachable: %v); the next run takes the stale lock over", s.host.Name, err))
+			case r.o.IsUnreachable(err) || ctx.Err() != nil:
+				r.run.Add(&report.TaskResult{Task: "release the node lock", Host: s.host.Name, Status: report.Unreachable,
+					Msg: fmt.Sprintf("lost the connection after the host's last task: %v; the next run takes the stale lock over", err)})
+			default:
 				r.run.AddError(fmt.Sprintf("release lock on %s: %v", s.host.Name, err))
 			}
 		}
@@ -280,6 +331,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			failedInBatch += refused
 			if msg := failLimit(p, failedInBatch, size); msg != "" {
 				r.run.AddError(fmt.Sprintf("play %q: %s (nothing was written on this batch)", p.Name, msg))
+				r.notAttempted(p, hosts, batches[bi+1:], fmt.Sprintf("play %q stopped in batch %d: %s", p.Name, bi+1, msg))
 				return
 			}
 		}
@@ -293,7 +345,9 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 				switch tr.Status {
 				case report.Failed, report.Unreachable:
 					active[i].out = true
-					failedInBatch++
+					if countsAsFailure(tr, active[i]) {
+						failedInBatch++
+					}
 					continue
 				case report.Changed:
 					why := fmt.Sprintf("%q changed", t.Name)
@@ -351,10 +405,12 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			}
 		}
 		if stopped {
+			r.notAttempted(p, hosts, batches[bi+1:], fmt.Sprintf("play %q stopped in batch %d (max_fail_percentage)", p.Name, bi+1))
 			return
 		}
-		if len(active) == 0 && bi < len(batches)-1 {
+		if len(active) == 0 && bi < len(batches)-1 && failedInBatch > 0 {
 			r.run.AddError(fmt.Sprintf("play %q: every host of batch %d failed; stopping before the next batch is touched", p.Name, bi+1))
+			r.notAttempted(p, hosts, batches[bi+1:], fmt.Sprintf("play %q stopped after every host of batch %d failed", p.Name, bi+1))
 			return
 		}
 	}
@@ -362,7 +418,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 
 // planBatch plans every task of the play on each host of the batch, before
 // anything is written; it returns the hosts whose plan succeeded and how
-// many failed, and reports each failure under one heading.
+// many failed (as max_fail_percentage counts them), and reports each failure under one heading.
 func (r *runner) planBatch(ctx context.Context, p *playbook.Play, active []*hostState, become *bool) ([]*hostState, int) {
 	refusals := make([]*report.TaskResult, len(active))
 	sem := make(chan struct{}, r.o.Forks)
@@ -376,17 +432,23 @@ func (r *runner) planBatch(ctx context.Context, p *playbook.Play, active []*host
 			start := time.Now()
 			t := p.Tasks[0]
 			tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Args: r.args[t][s.host.Name], Notify: t.Notify}
-			if f := r.planHost(ctx, s, p, become); f != nil {
-				switch {
-				case f.task == nil:
-					r.checkErr(tr, f.err)
-				case s.wrote:
-					r.planFailed(tr, f, "this play wrote nothing on this host:")
-				default:
-					r.planFailed(tr, f, "nothing was written on this host:")
+			failed := false
+			tr = r.bounded(ctx, s, tr, r.planTimeout(p), func(ctx context.Context) {
+				if f := r.planHost(ctx, s, p, become); f != nil {
+					failed = true
+					switch {
+					case f.task == nil:
+						r.checkErr(tr, f.err)
+					case s.wrote:
+						r.planFailed(tr, f, "this play wrote nothing on this host:")
+					default:
+						r.planFailed(tr, f, "nothing was written on this host:")
+					}
+					// An earlier play of this run may have written.
+					r.rollback(ctx, s, tr)
 				}
-				// An earlier play of this run may have written.
-				r.rollback(ctx, s, tr)
+			})
+			if failed || s.out {
 				tr.Duration = time.Since(start)
 				refusals[i] = tr
 			}
@@ -395,6 +457,7 @@ func (r *runner) planBatch(ctx context.Context, p *playbook.Play, active []*host
 	wg.Wait()
 	var still []*hostState
 	var failed []*report.TaskResult
+	counted := 0
 	for i, s := range active {
 		if refusals[i] == nil {
 			still = append(still, s)
@@ -402,6 +465,9 @@ func (r *runner) planBatch(ctx context.Context, p *playbook.Play, active []*host
 		}
 		s.out = true
 		failed = append(failed, refusals[i])
+		if countsAsFailure(refusals[i], s) {
+			counted++
+		}
 	}
 	if len(failed) > 0 {
 		if r.o.Observer != nil {
@@ -414,7 +480,30 @@ func (r *runner) planBatch(ctx context.Context, p *playbook.Play, active []*host
 			}
 		}
 	}
-	return still, len(failed)
+	return still, counted
+}
+
+// countsAsFailure says whether a host's failure counts towards
+// max_fail_percentage. A host found unreachable before the play wrote to
+// it says nothing about the change the play makes, which is what the limit
+// guards against: it is reported unreachable and left out, and the play
+// goes on with the others (unlike Ansible, where it stops a serial: 1 play
+// before anything converged). A host lost after the play wrote to it
+// counts: the change may be what lost it.
+func countsAsFailure(tr *report.TaskResult, s *hostState) bool {
+	return tr.Status != report.Unreachable || s.playWrote
+}
+
+// notAttempted records, for the recap, the hosts of the batches a stopped
+// play did not reach, and why.
+func (r *runner) notAttempted(p *playbook.Play, hosts []*inventory.Host, rest [][]int, why string) {
+	for _, b := range rest {
+		for _, i := range b {
+			if s := r.state(hosts[i]); !s.out {
+				r.run.NotAttempt(hosts[i].Name, why)
+			}
+		}
+	}
 }
 
 // planHost connects to the host and plans the whole play there. A failure
@@ -543,7 +632,9 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 			if because != nil {
 				tr.Because = dedupe(because[s.host.Name])
 			}
-			r.execute(ctx, tr, s, t, args[s.host.Name], become)
+			tr = r.bounded(ctx, s, tr, r.timeoutOf(t), func(ctx context.Context) {
+				r.execute(ctx, tr, s, t, args[s.host.Name], become)
+			})
 			tr.Duration = time.Since(start)
 			results[i] = tr
 			r.run.Add(tr)
@@ -574,6 +665,8 @@ func (r *runner) connect(ctx context.Context, s *hostState, become *bool) (*tran
 	if s.h != nil {
 		return s.h, nil
 	}
+	at(ctx, s, "connect")
+	s.become = become
 	b := s.host.Conn.Become
 	if become != nil {
 		b = *become
@@ -589,6 +682,7 @@ func (r *runner) connect(ctx context.Context, s *hostState, become *bool) (*tran
 	if !r.o.Check {
 		// One apply per node at a time. Check mode takes no lock: it
 		// never writes, and every write of an apply is atomic per file.
+		at(ctx, s, "take the node lock")
 		lock, err := h.Lock(ctx, true, transport.NewLockOwner(r.o.RunID))
 		if err != nil {
 			return nil, err
@@ -632,6 +726,7 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 		return
 	}
 	if r.o.Check {
+		at(ctx, s, "check")
 		r.checkTask(ctx, tr, s, t, m, args)
 		return
 	}
@@ -640,6 +735,7 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 	if t.Handler {
 		// Handlers are planned when they are owed, on the node as the
 		// batch left it.
+		at(ctx, s, "check the handler")
 		if plan, err = m.Check(ctx, transport.ReadOnly(h), args); err != nil {
 			r.checkErr(tr, err)
 			r.rollback(ctx, s, tr)
@@ -721,6 +817,7 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 		return nil
 	}
 	s.prefetched[p] = true
+	at(ctx, s, "read ahead")
 	qs := []transport.Query{{Globs: []string{path.Join(transport.PendingDir(s.h.StateDir()), "*.json")}}}
 	for _, pt := range p.AllTasks() {
 		m, ok := module.Lookup(pt.Module)
