@@ -111,6 +111,11 @@ type conn struct {
 	// is exact; tests use it to prove dd round-trips every byte.
 	forceDD bool
 
+	// redial opens a fresh connection to the same node, to end a
+	// cancelled command when this connection no longer answers (its sshd
+	// session stopped or hung).
+	redial func(ctx context.Context) (*conn, error)
+
 	stop        chan struct{}
 	closeOnce   sync.Once
 	clientsOnce sync.Once
@@ -203,6 +208,13 @@ func Dial(ctx context.Context, opts Options, t Target) (transport.Conn, error) {
 		if bu != ep.user {
 			c.sudoUser = bu
 		}
+	}
+	c.redial = func(ctx context.Context) (*conn, error) {
+		nc, err := Dial(ctx, opts, t)
+		if err != nil {
+			return nil, err
+		}
+		return nc.(*conn), nil
 	}
 	go c.keepalive()
 	return c, nil
@@ -434,6 +446,9 @@ const (
 	// cancelGrace bounds the extra session that kills a cancelled
 	// command on the node; the caller's context is already done.
 	cancelGrace = 5 * time.Second
+	// redialGrace bounds the fresh connection that ends a cancelled
+	// command when its own connection does not answer.
+	redialGrace = 15 * time.Second
 )
 
 // bootstrap is the command line of every session. It has no newlines and
@@ -633,8 +648,29 @@ func (c *conn) killRemote(pid int, sudoUser string) {
 	p := strconv.Itoa(pid)
 	script := `pg=$(ps -o pgid= -p ` + p + ` 2>/dev/null | tr -d " "); ` +
 		`case $pg in ""|0|1) ;; *) kill -s TERM -- "-$pg" 2>/dev/null;; esac; kill -s TERM ` + p + ` 2>/dev/null; true`
-	if _, err := c.runProbe(ctx, script, sudoUser); err != nil {
-		return // nothing more to try; the session close follows
+	if _, err := c.runProbe(ctx, script, sudoUser); err == nil || c.redial == nil {
+		return // killed, or nothing more to try; the session close follows
+	}
+	// This connection does not answer: its sshd session may be stopped
+	// (SIGSTOP) or hung. A fresh connection gets a fresh sshd session,
+	// which can end the command's group; CONT makes stopped processes
+	// take their TERM, and lets the old connection's sshd processes (the
+	// command's sshd ancestors, short of the listener) notice that the
+	// connection is gone and exit.
+	rctx, rcancel := context.WithTimeout(context.Background(), redialGrace)
+	defer rcancel()
+	nc, err := c.redial(rctx)
+	if err != nil {
+		return // the node is unreachable: there is no way left to reach the command
+	}
+	defer nc.Close() //nolint:errcheck // a helper connection; nothing was written over it
+	script = `l=""; q=$(cut -d" " -f4 /proc/` + p + `/stat 2>/dev/null); ` +
+		`while [ -n "$q" ] && [ "$q" -gt 1 ]; do case $(cat /proc/$q/comm 2>/dev/null) in sshd*) l="$l $q";; esac; q=$(cut -d" " -f4 /proc/$q/stat 2>/dev/null); done; ` +
+		`s=""; last=""; for x in $l; do [ -n "$last" ] && s="$s $last"; last=$x; done; ` + script + `; ` +
+		`case $pg in ""|0|1) ;; *) kill -s CONT -- "-$pg" 2>/dev/null;; esac; kill -s CONT ` + p + ` 2>/dev/null; ` +
+		`[ -n "$s" ] && kill -s CONT $s 2>/dev/null; true`
+	if _, err := nc.runProbe(rctx, script, sudoUser); err != nil {
+		return // best effort, as above
 	}
 }
 
