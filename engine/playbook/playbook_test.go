@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -431,4 +432,29 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTaskTimeout: `timeout:` is whole seconds, as in Ansible; anything
+// else is refused at its position.
+func TestTaskTimeout(t *testing.T) {
+	load := func(v string) ([]*Play, error) {
+		p := filepath.Join(t.TempDir(), "play.yaml")
+		body := "- hosts: all\n  tasks:\n    - name: x\n      timeout: " + v + "\n      noop_t: {}\n"
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return Load(p)
+	}
+	plays, err := load("30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plays[0].Tasks[0].Timeout; got != 30*time.Second {
+		t.Errorf("timeout = %s, want 30s", got)
+	}
+	for _, bad := range []string{"0", "-1", "5m", "1.5", "[1]"} {
+		if _, err := load(bad); err == nil || !strings.Contains(err.Error(), "timeout") || !strings.Contains(err.Error(), ":4:") {
+			t.Errorf("timeout: %s: err = %v, want refused at its line", bad, err)
+		}
+	}
 }
