@@ -23,9 +23,15 @@ import (
 // the grace periods, so a run always ends.
 
 // stuckGrace is how long a host's task may go on after its deadline
-// before the runner stops waiting for it (a step that ignores its
-// context); the transport's kill of the remote command is bounded by 5 s.
-const stuckGrace = 10 * time.Second
+// before the runner closes its connection: it covers the transport's kill
+// of the remote command (5 s over the connection, 15 s over a fresh one)
+// and the rollback (rollbackGrace), so only a step that ignores its
+// context gets there. abandonGrace is how long it then waits before
+// giving up on the step.
+const (
+	stuckGrace   = 60 * time.Second
+	abandonGrace = 10 * time.Second
+)
 
 // timeoutError is the cause of a context ended by a task's timeout.
 type timeoutError struct{ d time.Duration }
@@ -92,7 +98,7 @@ func (r *runner) bounded(ctx context.Context, s *hostState, tr *report.TaskResul
 			r.abandon(s)
 			select {
 			case <-done:
-			case <-time.After(stuckGrace):
+			case <-time.After(abandonGrace):
 				tr = &shadow
 				tr.Status = report.Failed
 				tr.Msg = fmt.Sprintf("timed out after %s in task %q; the host did not answer and its connection was closed; its run was not rolled back", d, tr.Task)
