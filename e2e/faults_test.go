@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
 	"nodeconverge/lab/labtest"
@@ -136,5 +137,51 @@ func waitExit(pid string, limit time.Duration) error {
 			return fmt.Errorf("still running %s after the run", limit)
 		}
 		return nil
+	}
+}
+
+// TestHungCheckTimesOut: in check mode, a node whose validation command
+// hangs (like a containerd that hangs in `config dump`) is failed at the
+// timeout, and the other nodes are planned: the run ends within the
+// timeout plus a margin and changes nothing.
+func TestHungCheckTimesOut(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 3, Scenario: "clean", NoContainerd: true})
+	hung := l.Nodes[0].Name
+	if err := os.WriteFile(l.NodePath(hung, "/etc/containerd/hang"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pb := writePlaybook(t, `
+- name: validated
+  hosts: all
+  tasks:
+    - name: write motd
+      copy:
+        dest: /etc/containerd/motd
+        content: "checked\n"
+        validate: "sh -c 'if [ -e /etc/containerd/hang ]; then sleep 600; fi' %s"
+`)
+	before := map[string]map[string]string{}
+	for _, n := range l.Nodes {
+		before[n.Name] = l.HashTree(t, n.Name)
+	}
+	const timeout = 5 * time.Second
+	r, took := ncBounded(t, 150*time.Second, append([]string{"apply", "--check", "--timeout", timeout.String()}, labArgs(l, pb)...)...)
+	t.Logf("run took %s", took)
+	wantCode(t, r, 1)
+	if limit := timeout + 25*time.Second; took > limit {
+		t.Fatalf("run took %s, want under %s:\n%s", took, limit, r)
+	}
+	if !strings.Contains(r.stdout, `timed out after 5s in task "write motd" at step "check"`) {
+		t.Fatalf("want the hung node's failure to name the task and step:\n%s", r)
+	}
+	for _, n := range l.Nodes[1:] {
+		if !strings.Contains(r.stdout, "changed: ["+n.Name+"]") {
+			t.Errorf("%s was not planned:\n%s", n.Name, r)
+		}
+	}
+	for _, n := range l.Nodes {
+		if d := cmp.Diff(before[n.Name], l.HashTree(t, n.Name)); d != "" {
+			t.Errorf("check mode changed %s:\n%s", n.Name, d)
+		}
 	}
 }
