@@ -30,7 +30,6 @@ func ApplySaved(ctx context.Context, inv *inventory.Inventory, sp *savedplan.Pla
 		return nil, err
 	}
 	r := &runner{o: o, inv: inv, run: report.NewRun(o.RunID, false), hosts: map[string]*hostState{}}
-	defer r.closeAll()
 	if o.Observer != nil {
 		var names []string
 		for _, hp := range sp.Hosts {
@@ -66,6 +65,8 @@ func ApplySaved(ctx context.Context, inv *inventory.Inventory, sp *savedplan.Pla
 		}()
 	}
 	wg.Wait()
+	// As in Run: locks released and connections closed before the recap.
+	r.closeAll()
 	r.run.Finished = time.Now().UTC()
 	if o.Observer != nil {
 		o.Observer.Done(r.run)
@@ -116,7 +117,10 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 		st := &hp.Steps[i]
 		tr := &report.TaskResult{Play: st.Play, Task: st.Task, Module: st.Module, Host: hp.Host, Handler: st.Handler, Because: st.Because, BaseDir: st.BaseDir}
 		start := time.Now()
-		r.runStep(ctx, s, tr, steps[i])
+		// Each step has the run's deadline, as a live task does.
+		tr = r.bounded(ctx, s, tr, r.timeoutOf(steps[i].task), func(ctx context.Context) {
+			r.runStep(ctx, s, tr, steps[i])
+		})
 		tr.Duration = time.Since(start)
 		out = append(out, tr)
 		if tr.Status == report.Failed || tr.Status == report.Unreachable {
