@@ -207,6 +207,21 @@ func TestShadowedByProtectedDropin(t *testing.T) {
 	}
 }
 
+// Consolidating the main config's mirrors into a drop-in that sets
+// config_path would give a config `config dump` accepts and the CRI plugin
+// refuses: refused, naming both.
+func TestAbsorbRefusesMirrorsWithConfigPath(t *testing.T) {
+	root, mainPath := tree(t, map[string]string{
+		"etc/containerd/config.toml":           criMain,
+		"etc/containerd/conf.d/99-nvidia.toml": scenario(t, "99-nvidia.toml"),
+	})
+	_, err := check(t, labtest.Containerd16, root, mainPath, func(a *Args) { a.Protect = []string{"99-nvidia.toml"} })
+	var ve *module.ValidationError
+	if !errors.As(err, &ve) || !strings.Contains(ve.Msg, "refuses mirrors together with config_path") {
+		t.Fatalf("want a refusal naming mirrors and config_path, got %v", err)
+	}
+}
+
 // Issue 10, defect 9 and issue 11, item 11: a file containerd refuses (a
 // table pasted twice, a directory or a dangling symlink matched by the
 // import glob) makes the tree undecidable: nothing is moved, the task is
