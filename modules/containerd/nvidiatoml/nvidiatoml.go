@@ -12,8 +12,11 @@
 // What counts as "part of an nvidia runtime":
 //   - a table header [P.NAME] or [[P.NAME...]] with P one of the runtimes
 //     prefixes below and NAME accepted by isNvidia, every table beneath it,
-//     and every line of their bodies (comments and blank lines included) up
-//     to the next header;
+//     and the lines of their bodies up to the next header, except the
+//     comments that follow the body's last key, indented no deeper than its
+//     header (from the first such comment on, blank lines included): those
+//     are the operator's notes about what comes next, and an nvidia block
+//     pasted above them must not take them along;
 //   - the comment lines directly above such a header (no blank line in
 //     between) that are indented no deeper than the header: they describe
 //     it ("# nvidia runtime"). By the same rule, comment lines at the end of
