@@ -232,7 +232,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	// the file's own, and a runtime entry's fields default to zero. The
 	// live dump above already proves what the file does; no second dump,
 	// no write.
-	textChanged := !bytes.Equal(cand, live.Content) && !(live.Exists && sameButZeros(live.Content, cand, nvidiatoml.DefaultIsNvidia(names)))
+	textChanged := !bytes.Equal(cand, live.Content) && !(live.Exists && sameButZeros(live.Content, cand, nvidiatoml.IsManaged(names)))
 	if textChanged {
 		effs, extra, err := ctrconf.DumpManyWith(ctx, h, tree, []ctrconf.Overrides{{a.Path: cand}}, binCheck)
 		if err != nil {

@@ -30,7 +30,7 @@ func TestSameButZeros(t *testing.T) {
 	if string(cand) == string(op) {
 		t.Fatal("test needs a rebuild that differs in text from the operator's file")
 	}
-	nv := nvidiatoml.DefaultIsNvidia([]string{"nvidia", "nvidia-cdi", "nvidia-legacy"})
+	nv := nvidiatoml.IsManaged([]string{"nvidia", "nvidia-cdi", "nvidia-legacy"})
 	if !sameButZeros(op, cand, nv) {
 		t.Fatalf("operator file and rebuild should be the same by meaning:\n%s", cand)
 	}

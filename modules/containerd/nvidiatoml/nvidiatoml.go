@@ -37,7 +37,6 @@ package nvidiatoml
 
 import (
 	"slices"
-	"strings"
 )
 
 // Runtime is one containerd runtime handler to render.
@@ -95,16 +94,17 @@ func (l Layout) RuntimesPrefix() string {
 	return formatPath([]string{"plugins", p, "containerd", "runtimes"})
 }
 
-// DefaultIsNvidia returns the rule the containerd_nvidia module strips by:
-// a runtime is nvidia's if its name is one of requested or starts with
-// "nvidia". The prefix rule catches leftovers of earlier installs
-// (nvidia-legacy, nvidia-cdi) even when the play no longer asks for them; it
-// also catches an unrelated runtime that merely starts with "nvidia"
-// (nvidiax), which is the price of that guarantee.
-func DefaultIsNvidia(requested []string) func(string) bool {
+// IsManaged returns the rule the containerd_nvidia module strips by: a
+// runtime is the module's if its name is one of the requested names, and
+// only then. k3s's nvidia-experimental and microk8s's
+// nvidia-container-runtime are other installers' runtimes that merely start
+// with "nvidia"; they are left alone (issue 10, defect 7). Leftovers of an
+// earlier install are managed when the play names them, as the default
+// names (the GPU Operator's nvidia, nvidia-cdi, nvidia-legacy) do.
+func IsManaged(requested []string) func(string) bool {
 	req := slices.Clone(requested)
 	return func(name string) bool {
-		return strings.HasPrefix(name, "nvidia") || slices.Contains(req, name)
+		return slices.Contains(req, name)
 	}
 }
 

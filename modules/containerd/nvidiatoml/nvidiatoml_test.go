@@ -34,9 +34,13 @@ func TestRuntimesPrefix(t *testing.T) {
 	}
 }
 
-func TestDefaultIsNvidia(t *testing.T) {
-	is := DefaultIsNvidia([]string{"gpu"})
-	for name, want := range map[string]bool{"nvidia": true, "nvidia-cdi": true, "nvidiax": true, "gpu": true, "runc": false, "my-nvidia": false, "NVIDIA": false} {
+// TestIsManaged (issue 10, defect 7): only the named runtimes are the
+// module's; k3s's nvidia-experimental and microk8s's
+// nvidia-container-runtime are not, though they start with "nvidia".
+func TestIsManaged(t *testing.T) {
+	is := IsManaged([]string{"gpu", "nvidia", "nvidia-cdi"})
+	for name, want := range map[string]bool{"nvidia": true, "nvidia-cdi": true, "nvidiax": false, "gpu": true, "runc": false, "my-nvidia": false, "NVIDIA": false,
+		"nvidia-experimental": false, "nvidia-container-runtime": false, "nvidia-legacy": false} {
 		if got := is(name); got != want {
 			t.Errorf("%q: %v, want %v", name, got, want)
 		}
@@ -50,7 +54,7 @@ func TestStripCountsAndDefault(t *testing.T) {
 		"[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia]\n" +
 		"  a = 1\n  b = 2\n" +
 		"[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia.options]\n"
-	is := DefaultIsNvidia(nil)
+	is := IsManaged([]string{"nvidia"})
 	out, n := Strip([]byte(src), is, StripOptions{})
 	if want := "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  default_runtime_name = \"nvidia\"\n"; string(out) != want || n != 3 {
 		t.Errorf("Strip = %q, %d; want %q, 3", out, n, want)

@@ -56,7 +56,7 @@ func lastLineBlank(out []byte) bool {
 
 // Rebuild strips every nvidia runtime from src and, if present, writes rts
 // back as exactly one set in layout l. Runtimes count as nvidia's by
-// DefaultIsNvidia over the names in rts, so rts also names what to remove
+// IsManaged over the names in rts, so rts also names what to remove
 // when present is false.
 //
 // The set goes where the first stripped nvidia table was (its attached
@@ -93,7 +93,7 @@ func Rebuild(src []byte, l Layout, rts []Runtime, setDefault bool, present bool)
 	for i, rt := range rts {
 		names[i] = rt.Name
 	}
-	isNvidia := DefaultIsNvidia(names)
+	isNvidia := IsManaged(names)
 	c := classify(src, rules{
 		isNvidia: isNvidia,
 		dropDefault: func(plugin, v string) bool {

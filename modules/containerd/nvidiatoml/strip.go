@@ -154,7 +154,7 @@ func (c *classified) kept() []byte {
 // Strip removes every nvidia runtime from src, as described in the package
 // documentation, under any runtimes prefix and however often it is
 // declared, and keeps every other line byte for byte. isNvidia decides which
-// runtime names are nvidia's (see DefaultIsNvidia). removed counts the
+// runtime names are nvidia's (see IsManaged). removed counts the
 // stripped table headers and key lines. Strip never fails: text it cannot
 // read as TOML is kept as it is.
 func Strip(src []byte, isNvidia func(name string) bool, o StripOptions) (out []byte, removed int) {
