@@ -149,3 +149,34 @@ func TestContainerdRejectsDuplicatedInput(t *testing.T) {
 	}
 	t.Fatal("golden case 03-main-appended-twice not found")
 }
+
+// TestValidateRuntimesCaseCollisions (issue 10, defect 2): an option spelled
+// binaryName next to the BinaryName field, or two options that differ only
+// in case, are refused: containerd 2.x would decode only one of them.
+func TestValidateRuntimesCaseCollisions(t *testing.T) {
+	for _, opts := range []map[string]any{
+		{"binaryName": "/usr/local/bin/runc"},
+		{"BINARYNAME": "/usr/local/bin/runc"},
+		{"SystemdCgroup": true, "systemdCgroup": false},
+	} {
+		rts := []Runtime{{Name: "nvidia", RuntimeType: "io.containerd.runc.v2", BinaryName: "/x/nvidia-container-runtime", Options: opts}}
+		if err := ValidateRuntimes(rts); err == nil {
+			t.Errorf("options %v accepted", opts)
+		}
+		if _, err := Rebuild(nil, Layout{Version: 3}, rts, false, true); err == nil {
+			t.Errorf("Rebuild with options %v did not fail", opts)
+		}
+	}
+}
+
+func TestSetVersion(t *testing.T) {
+	for in, want := range map[string]string{
+		"# c\r\nversion = 2 # two\r\n[a]\r\nversion = 2\r\n": "# c\r\nversion = 3 # two\r\n[a]\r\nversion = 2\r\n",
+		"[a]\nversion = 2\n": "[a]\nversion = 2\n",
+		"x = 1\n":            "x = 1\n",
+	} {
+		if got := string(SetVersion([]byte(in), 3)); got != want {
+			t.Errorf("SetVersion(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

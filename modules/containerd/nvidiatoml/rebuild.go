@@ -322,3 +322,32 @@ func indentLines(b, indent []byte) []byte {
 	}
 	return out
 }
+
+// SetVersion returns src with the value of its top-level `version = N`
+// line replaced by v, every other byte kept; src unchanged when it has no
+// such line (a file without one is migrated from version 0 by containerd
+// 2.x, which reads any layout, so none is added).
+func SetVersion(src []byte, v int) []byte {
+	for _, s := range parse(src) {
+		switch s.kind {
+		case kHeader, kArrayHeader:
+			return src
+		case kKeyVal:
+			if len(s.path) != 1 || s.path[0] != "version" {
+				continue
+			}
+			end := s.valStart
+			for end < len(src) && src[end] >= '0' && src[end] <= '9' {
+				end++
+			}
+			if end == s.valStart {
+				return src
+			}
+			out := make([]byte, 0, len(src)+2)
+			out = append(out, src[:s.valStart]...)
+			out = strconv.AppendInt(out, int64(v), 10)
+			return append(out, src[end:]...)
+		}
+	}
+	return src
+}
