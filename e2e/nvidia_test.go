@@ -213,6 +213,10 @@ func TestNvidiaOptionKeysDecoded(t *testing.T) {
     binaryName = "/usr/local/bin/runc"
     systemdCgroup = true
 `)
+			if g.gen == labtest.Containerd2 {
+				// The GPU Operator's drop-in exists, still without runtimes.
+				writeNodeFile(t, l, node, path, "version = 3\n")
+			}
 			pb := nvidiaPlay(t, node, "path: "+path, "state: present")
 			_, r := convergeTwice(t, l, node, pb)
 			rts := nodeRuntimes(t, l, node, g.gen)
