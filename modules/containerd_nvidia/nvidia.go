@@ -1,13 +1,18 @@
-// Package containerdnvidia is the `containerd_nvidia` module: it makes one
-// file hold exactly one set of nvidia runtime handlers (state present) or
-// none (state absent), and proves with the node's own containerd that the
-// result is what the daemon will load.
+// Package containerdnvidia is the `containerd_nvidia` module: it makes
+// exactly one set of the named nvidia runtime handlers effective (state
+// present) or none (state absent), and proves with the node's own containerd
+// that the result is what the daemon will load.
 //
-// The file is rebuilt, never appended to: every nvidia runtime table is
-// stripped line by line (so duplicated tables that no TOML parser accepts
-// are repaired too) and one set is rendered. Whether to write is decided by
-// the effective configuration, not by the text, so a file the GPU Operator
-// rewrites in its own formatting is left alone.
+// With an explicit path it edits that one file. With path auto it decides
+// where the runtimes take effect from the ownership it measures (containerd
+// 1.x: the file that owns the CRI plugin; 2.x: a drop-in) and strips the
+// named runtimes from every other loaded file in the same plan. Files are
+// rebuilt, never appended to: the named runtime tables are stripped line by
+// line (so duplicated tables that no TOML parser accepts are repaired too,
+// and comments, line endings, owner and mode stay) and one set is rendered.
+// Whether to write is decided by the effective configuration, not by the
+// text, so a file the GPU Operator rewrites in its own formatting is left
+// alone; options are read as the node's containerd version decodes them.
 package containerdnvidia
 
 import (
