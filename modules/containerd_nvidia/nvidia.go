@@ -438,6 +438,25 @@ func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effec
 	for i, r := range a.Runtimes {
 		rts[i] = nvidiatoml.Runtime{Name: r.Name, RuntimeType: rtype, BinaryName: r.BinaryName, Options: opts}
 	}
+	if a.State == "present" && major < 2 && !mentionsCRI(tree) && !slices.ContainsFunc(a.Runtimes, func(r Runtime) bool { return r.Name == "runc" }) {
+		// containerd 1.x: the first file to mention the CRI plugin brings a
+		// runtimes table that replaces the built-in one, and the built-in
+		// runc (the default runtime) would be gone. Render it as it is
+		// effective, so only the requested runtimes change.
+		if runc, ok := runtimesOf(base, major)["runc"]; ok {
+			// Every option as effective, zeros included: the built-in
+			// runc carries a full options table, and an absent one would
+			// show as a change.
+			raw, _ := runc["options"].(map[string]any)
+			all := map[string]any{}
+			for k, v := range runtimeopts.Canonical(major, raw, runtimeopts.RuncFields) {
+				if _, nested := v.(map[string]any); !nested {
+					all[k] = v
+				}
+			}
+			rts = append(rts, nvidiatoml.Runtime{Name: "runc", RuntimeType: rtype, Options: all})
+		}
+	}
 	for _, l := range layouts {
 		cand, err := nvidiatoml.Rebuild(e.live.Content, nvidiatoml.Layout{Version: l}, rts, a.SetAsDefault, a.State == "present")
 		if err != nil {
@@ -498,6 +517,17 @@ func choosePath(tree *ctrconf.Tree, major int, managed func(string) bool) (strin
 		return dropin, fmt.Sprintf("runtimes go into the drop-in %s: containerd 2.x merges files per key", dropin)
 	}
 	return tree.Main, fmt.Sprintf("runtimes go into %s: no import of it loads %s", tree.Main, dropin)
+}
+
+// mentionsCRI reports whether any loaded file mentions the CRI plugin of
+// containerd 1.x.
+func mentionsCRI(tree *ctrconf.Tree) bool {
+	for _, f := range tree.Files {
+		if !f.Missing && slices.Contains(f.Plugins, criPlugin) {
+			return true
+		}
+	}
+	return false
 }
 
 // runtimesOf returns the CRI runtimes of an effective config, by name.
