@@ -421,7 +421,12 @@ func scanImports(content []byte) ([]string, error) {
 	var v struct {
 		Imports []string `toml:"imports"`
 	}
+	// A CRLF file leaves a '\r' at the end of every line split at '\n';
+	// a bare '\r' is not TOML, so the fragment keeps whole line endings.
 	frag := strings.Join(lines[start:end], "\n")
+	if strings.HasSuffix(frag, "\r") {
+		frag += "\n"
+	}
 	if err := toml.Unmarshal([]byte(frag), &v); err != nil {
 		return nil, fmt.Errorf("parse imports: %w", err)
 	}
