@@ -152,7 +152,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	base := an.Base
 	if !base.OK {
 		return nil, &module.ValidationError{Msg: fmt.Sprintf("the live containerd config of %s does not load, so no drop-in can be measured:\n%s\n"+
-			"repair it first (containerd_nvidia state=absent on the main config repairs duplicated nvidia tables)", h.Host(), base.Err)}
+			"repair it first (containerd_nvidia with path: auto, state: repair fixes nvidia tables pasted twice)", h.Host(), base.Err)}
 	}
 	var shadowed []ctrconf.LostKey
 	for _, l := range an.Lost {
