@@ -181,6 +181,12 @@ func withImport(cfg []byte) ([]byte, bool, error) {
 	if err := toml.Unmarshal(cfg, &m); err != nil {
 		return nil, false, fmt.Errorf("parse: %w", err)
 	}
+	if v, _ := m["version"].(int64); v < 2 {
+		// Config version 1 has no drop-in directory: the toolkit edits such
+		// a file in place, and containerd 1.x refuses a version 2 drop-in
+		// under it (short plugin names are not valid in the merged tree).
+		return cfg, false, nil
+	}
 	imp, _ := m["imports"].([]any)
 	for _, v := range imp {
 		if v == confDGlob {
@@ -206,10 +212,11 @@ func withImport(cfg []byte) ([]byte, bool, error) {
 
 func TestWithImport(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
+		{"oom_score = 0\n", "oom_score = 0\n"},
 		{"version = 2\n", "imports = [\"/etc/containerd/conf.d/*.toml\"]\nversion = 2\n"},
 		{"version = 3\nimports = []\n[grpc]\n", "version = 3\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n[grpc]\n"},
-		{"imports = [\"/etc/containerd/config.d/*.toml\"]\n", "imports = [\"/etc/containerd/config.d/*.toml\", \"/etc/containerd/conf.d/*.toml\"]\n"},
-		{"imports = ['/etc/containerd/conf.d/*.toml']\n", "imports = ['/etc/containerd/conf.d/*.toml']\n"},
+		{"version = 2\nimports = [\"/etc/containerd/config.d/*.toml\"]\n", "version = 2\nimports = [\"/etc/containerd/config.d/*.toml\", \"/etc/containerd/conf.d/*.toml\"]\n"},
+		{"version = 2\nimports = ['/etc/containerd/conf.d/*.toml']\n", "version = 2\nimports = ['/etc/containerd/conf.d/*.toml']\n"},
 	} {
 		got, _, err := withImport([]byte(tc.in))
 		if err != nil {
@@ -348,14 +355,15 @@ func readReport(t *testing.T, p string) reportJSON {
 	return r
 }
 
-// failure is the first failed task of host in r, "" if none.
-func (r reportJSON) failure(host string) string {
+// failure is the first failed task of host in r ("" if none), and whether
+// it was a handler (a restart that failed its gates after files changed).
+func (r reportJSON) failure(host string) (string, bool) {
 	for _, x := range r.Results {
 		if x.Host == host && (x.Status == "failed" || x.Status == "unreachable") {
-			return fmt.Sprintf("%s: %s", x.Task, x.Msg)
+			return fmt.Sprintf("%s: %s", x.Task, x.Msg), x.Handler
 		}
 	}
-	return ""
+	return "", false
 }
 
 // lostKey is one "written but NOT in effect" entry of explain --json.
@@ -539,7 +547,7 @@ func regressions(before, after map[string]string, shadowed []lostKey) []string {
 		}
 		b, inB := before[k]
 		a, inA := after[k]
-		if inA == inB && a == b {
+		if inA == inB && a == b || sameDecoded(b, inB, a, inA) {
 			continue
 		}
 		if w, ok := restore[k]; ok && inA && unquote(w) == unquote(a) {
@@ -549,6 +557,27 @@ func regressions(before, after map[string]string, shadowed []lostKey) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// sameDecoded: a key absent from one dump and at its zero value in the
+// other decodes the same. Only maps (a runtime's options, the runtimes
+// table) can lack a key in a dump, and the daemon decodes a runtime's
+// options into a struct, where a missing field is its zero value.
+func sameDecoded(b string, inB bool, a string, inA bool) bool {
+	zero := func(v string) bool {
+		switch unquote(v) {
+		case "", "0", "false", "[]", "{}":
+			return true
+		}
+		return false
+	}
+	switch {
+	case inB && !inA:
+		return zero(b)
+	case inA && !inB:
+		return zero(a)
+	}
+	return false
 }
 
 func orGone(v string, ok bool) string {
@@ -656,8 +685,10 @@ func runGeneration(t *testing.T, gen labtest.Generation, cells []*cell) {
 			c.outcome, c.detail = "check-wrote", "check mode changed "+strings.Join(checkWrote[h], ", ")
 			continue
 		}
-		if msg := applyRep.failure(h); msg != "" {
+		if msg, handler := applyRep.failure(h); msg != "" {
 			switch {
+			case handler:
+				c.outcome, c.detail = "rolled-back", "wrote, then the restart failed: "+msg
 			case len(touched[h]) > 0:
 				c.outcome, c.detail = "partial", "failed after writing "+strings.Join(touched[h], ", ")+" — "+msg
 			case len(rerunTouched[h]) > 0:
@@ -672,7 +703,8 @@ func runGeneration(t *testing.T, gen labtest.Generation, cells []*cell) {
 			probs = append(probs, "check≠apply: "+d)
 		}
 		if rc := rerunRep.Recap[h]; rc.Changed > 0 || rc.Failed > 0 || len(rerunTouched[h]) > 0 {
-			probs = append(probs, fmt.Sprintf("rerun: %d changed, %d failed (%s)", rc.Changed, rc.Failed, rerunRep.failure(h)))
+			msg, _ := rerunRep.failure(h)
+			probs = append(probs, fmt.Sprintf("rerun: %d changed, %d failed (%s)", rc.Changed, rc.Failed, msg))
 		}
 		if !c.after.criOK {
 			probs = append(probs, "after the run: "+c.after.status)
@@ -720,7 +752,7 @@ func classify(p string) string {
 		return "down"
 	case strings.Contains(p, "not effective"):
 		return "lost-runtime"
-	case strings.Contains(p, "collide"), strings.Contains(p, "BinaryName"):
+	case strings.Contains(p, "collide case-insensitively"), strings.Contains(p, "BinaryName as the daemon decodes"):
 		return "wrong-binary"
 	case strings.Contains(p, "not the run's"):
 		return "changed-others"
@@ -786,8 +818,10 @@ func matrixTable(cells []*cell) string {
 	b.WriteString("generation. Outcomes: `converged` (named runtimes effective with the right BinaryName as the daemon\n")
 	b.WriteString("decodes it, no other effective value changed except shadowed ones restored, nothing written out of\n")
 	b.WriteString("effect, rerun changes nothing, check's plan = apply's changes); `refused` (failed before any write on\n")
-	b.WriteString("the host); anything else is a defect: `partial`, `lost-runtime`, `wrong-binary`, `changed-others`,\n")
-	b.WriteString("`not-in-effect`, `not-idempotent`, `check≠apply`, `down`, `check-wrote`.\n")
+	b.WriteString("the host); anything else is a defect: `partial` (failed after writing), `rolled-back` (wrote, the\n")
+	b.WriteString("restart failed its gates, files restored), `lost-runtime`, `wrong-binary`, `changed-others`,\n")
+	b.WriteString("`not-in-effect`, `not-idempotent`, `check≠apply`, `down`, `check-wrote`. The first problem names the\n")
+	b.WriteString("outcome; the detail lists them all.\n")
 	b.WriteString("Cells marked n/a hold a config written for containerd 2.x on 1.x: 1.x ignores its settings silently,\n")
 	b.WriteString("so there is no operator setting to keep; they are run and shown but not counted.\n\n")
 	b.WriteString("Counted cells:")
@@ -858,5 +892,78 @@ func TestCorpusMatrix(t *testing.T) {
 		if c.outcome != expected[id] {
 			t.Errorf("%s: want %s, got %s: %s", id, expected[id], c.outcome, c.detail)
 		}
+	}
+}
+
+// TestMatrixAssertions feeds the matrix's checks dumps with the defects they
+// exist to catch, so a check that cannot fail is caught here.
+func TestMatrixAssertions(t *testing.T) {
+	p1, p2 := criPrefix("1.6"), criPrefix("2.x")
+	good := func(prefix string) map[string]string {
+		d := map[string]string{prefix + `runc.options.SystemdCgroup`: "true"}
+		for n, bin := range namedRuntimes {
+			d[prefix+n+".runtime_type"] = `"io.containerd.runc.v2"`
+			d[prefix+n+".options.BinaryName"] = fmt.Sprintf("%q", bin)
+		}
+		return d
+	}
+	if p := runtimeProblems("1.6", good(p1)); len(p) != 0 {
+		t.Fatalf("a good 1.x dump has problems: %v", p)
+	}
+	if p := runtimeProblems("2.x", good(p2)); len(p) != 0 {
+		t.Fatalf("a good 2.x dump has problems: %v", p)
+	}
+	// 1.x reads the 2.x plugin's runtimes as nothing at all.
+	if p := runtimeProblems("1.6", good(p2)); len(p) != 3 {
+		t.Errorf("runtimes under the 2.x plugin on 1.6: want 3 problems, got %v", p)
+	}
+	// Defect 2: a second, differently-cased key that 2.x decodes too.
+	d := good(p2)
+	d[p2+"nvidia.options.binaryName"] = `"/usr/local/bin/runc"`
+	if p := runtimeProblems("2.x", d); len(p) != 2 || classify(p[0]) != "wrong-binary" {
+		t.Errorf("colliding binaryName on 2.x: got %v", p)
+	}
+	// 1.x ignores the lower-case key, but the collision is still written.
+	d = good(p1)
+	d[p1+"nvidia.options.binaryName"] = `"/usr/local/bin/runc"`
+	if p := runtimeProblems("1.6", d); len(p) != 1 {
+		t.Errorf("colliding binaryName on 1.x: want the collision only, got %v", p)
+	}
+	d = good(p1)
+	delete(d, p1+"nvidia-cdi.options.BinaryName")
+	delete(d, p1+"nvidia-cdi.runtime_type")
+	if p := runtimeProblems("1.6", d); len(p) != 1 || classify(p[0]) != "lost-runtime" {
+		t.Errorf("a missing runtime: got %v", p)
+	}
+
+	before := map[string]string{
+		p1 + "runc.options.SystemdCgroup":                   "true",
+		p1 + "runc.options.BinaryName":                      `""`,
+		p1 + `"nvidia-experimental".options.BinaryName`:     `"/usr/bin/nvidia-container-runtime-experimental"`,
+		`plugins."io.containerd.grpc.v1.cri".sandbox_image`: `"registry.k8s.io/pause:3.6"`,
+		"imports": `["/etc/containerd/conf.d/*.toml"]`,
+	}
+	after := map[string]string{
+		p1 + "runc.options.SystemdCgroup":                   "true",
+		`plugins."io.containerd.grpc.v1.cri".sandbox_image`: `"registry.k8s.io/pause:3.9"`,
+		p1 + "nvidia.options.BinaryName":                    `"/usr/local/nvidia/toolkit/nvidia-container-runtime"`,
+		"imports":                                           `[]`,
+	}
+	shadowed := []lostKey{{Key: `plugins."io.containerd.grpc.v1.cri".sandbox_image`, Written: `"registry.k8s.io/pause:3.9"`}}
+	rs := regressions(before, after, shadowed)
+	// Only the deleted runtime of somebody else counts: the zero-valued
+	// option that went absent decodes the same, the shadowed sandbox_image
+	// came back to what its file says, imports and nvidia are the run's.
+	if len(rs) != 1 || !strings.Contains(rs[0], "nvidia-experimental") {
+		t.Errorf("regressions = %v, want only the deleted nvidia-experimental", rs)
+	}
+	if rs := regressions(before, after, nil); len(rs) != 2 {
+		t.Errorf("without the shadowing, sandbox_image changing is a regression too: %v", rs)
+	}
+	if name, rest, ok := runtimeOf(p2 + `"nvidia.x".options.BinaryName`); !ok || name != "nvidia.x" || rest != "options.BinaryName" {
+		t.Errorf("runtimeOf quoted name = %q %q %v", name, rest, ok)
+	}
+	if managed(p1+`"nvidia-experimental".runtime_type`) || !managed(p1+"nvidia-legacy.runtime_type") {
+		t.Error("managed must cover the named runtimes only")
 	}
 }
