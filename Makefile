@@ -30,7 +30,7 @@ vet:
 # The end-to-end tests start real sshd and containerd lab nodes; they need root.
 test: deps fmt-check vet containerd2 containerd17
 	NODECONVERGE_CONTAINERD2=$(abspath $(CONTAINERD2)) NODECONVERGE_CONTAINERD17=$(abspath $(CONTAINERD17)) \
-		$(GO) test -race -count=1 -timeout 40m ./...
+		$(GO) test -race -count=1 -timeout 40m -skip '^TestCorpusMatrix$$' ./...
 
 containerd2:
 	lab/containerd2/build.sh $(CONTAINERD2)
@@ -39,7 +39,8 @@ containerd2:
 containerd17:
 	lab/containerd17/build.sh $(CONTAINERD17)
 
-# The corpus matrix: every public config in e2e/testdata/corpus x {alone, the incident's drop-ins,
+# The corpus matrix (kept out of `make test`: about 15-20 min per containerd generation on a loaded
+# 2-core machine, 57 min for all three): every public config in e2e/testdata/corpus x {alone, the incident's drop-ins,
 # the GPU Operator's drop-in} x {containerd 1.6, 1.7, 2.x}, with the shipped playbook; writes the
 # table to e2e/testdata/corpus/MATRIX.md.
 corpus: deps containerd2 containerd17

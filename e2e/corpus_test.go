@@ -822,8 +822,9 @@ func matrixTable(cells []*cell) string {
 	b.WriteString("restart failed its gates, files restored), `lost-runtime`, `wrong-binary`, `changed-others`,\n")
 	b.WriteString("`not-in-effect`, `not-idempotent`, `check≠apply`, `down`, `check-wrote`. The first problem names the\n")
 	b.WriteString("outcome; the detail lists them all.\n")
-	b.WriteString("Cells marked n/a hold a config written for containerd 2.x on 1.x: 1.x ignores its settings silently,\n")
-	b.WriteString("so there is no operator setting to keep; they are run and shown but not counted.\n\n")
+	b.WriteString("Cells marked n/a hold a config written for containerd 2.x on 1.x (1.6 ignores a version 3 file\n")
+	b.WriteString("silently, 1.7 refuses to start on it): there is no operator setting in effect to keep; they are run\n")
+	b.WriteString("and shown but not counted.\n\n")
 	b.WriteString("Counted cells:")
 	for _, k := range kinds {
 		fmt.Fprintf(&b, " %s %d;", k, counts[k])
