@@ -128,7 +128,7 @@ imports = ["/etc/containerd/conf.d/*.toml"]
 
 // explainLost is `nodeconverge explain --json`'s list of values written in
 // a loaded file that are not in effect.
-func explainLost(t *testing.T, l *labtest.Lab, node string) []map[string]any {
+func explainNodeLost(t *testing.T, l *labtest.Lab, node string) []map[string]any {
 	t.Helper()
 	r := nc(t, append([]string{"explain", "--json", "-l", node}, labArgs(l)...)...)
 	wantCode(t, r, 0)
@@ -156,7 +156,7 @@ func TestShadowedSettingsConsolidated(t *testing.T) {
 	nvidia = nvidia[:strings.Index(nvidia, `    [plugins."io.containerd.grpc.v1.cri".registry]`)]
 	putFile(t, l, node, "/etc/containerd/config.toml", criMainConfig)
 	putFile(t, l, node, "/etc/containerd/conf.d/99-nvidia.toml", nvidia)
-	if len(explainLost(t, l, node)) == 0 {
+	if len(explainNodeLost(t, l, node)) == 0 {
 		t.Fatal("the case is not shadowed: explain lists nothing out of effect")
 	}
 	pb := dropinsPlaybook(t, node, "")
@@ -166,7 +166,7 @@ func TestShadowedSettingsConsolidated(t *testing.T) {
 	if strings.Contains(check.stdout+apply.stdout, "s3cret-robot") {
 		t.Fatalf("a credential was printed:\n%s\n%s", check, apply)
 	}
-	if lost := explainLost(t, l, node); len(lost) != 0 {
+	if lost := explainNodeLost(t, l, node); len(lost) != 0 {
 		t.Fatalf("after the run, written but not in effect: %v", lost)
 	}
 	dump := wantRuntimes(t, l, node)

@@ -304,3 +304,51 @@ func TestDownEndsEveryProcess(t *testing.T) {
 		t.Errorf("down without --purge removed files: %v", err)
 	}
 }
+
+// TestBuiltGenerationsRun starts a node on each containerd generation the lab builds from a Go module
+// and on Debian's: the daemon is the one asked for (its --version), the unit is active, and the CRI
+// plugins answer "ok" to the lab's ctr (Debian's 1.6 client), which the stand-in systemctl and the
+// health gates use against every generation.
+func TestBuiltGenerationsRun(t *testing.T) {
+	for _, g := range []struct {
+		gen     Generation
+		version string // prefix of the version `containerd --version` prints
+	}{
+		{Containerd16, "1.6."},
+		{Containerd17, "v1.7."},
+		{Containerd2, "v2."},
+	} {
+		t.Run(string(g.gen), func(t *testing.T) {
+			l := Start(t, Options{Nodes: 1, Scenario: "clean", ContainerdBin: Containerd(t, g.gen)})
+			n := l.Nodes[0].Name
+			v := strings.Fields(l.Exec(t, n, "containerd", "--version"))
+			if len(v) < 3 || !strings.HasPrefix(v[2], g.version) {
+				t.Fatalf("node runs containerd %q, want %s*", v, g.version)
+			}
+			if st := strings.TrimSpace(l.Exec(t, n, "sh", "-c", "systemctl is-active containerd || true")); st != "active" {
+				t.Fatalf("containerd is %q", st)
+			}
+			plugins := l.Exec(t, n, "ctr", "--address", "/run/containerd/containerd.sock", "--connect-timeout", "5s", "plugins", "ls")
+			cri := 0
+			for _, ln := range strings.Split(plugins, "\n") {
+				f := strings.Fields(ln)
+				if len(f) < 3 || !strings.Contains(f[1], "cri") {
+					continue
+				}
+				cri++
+				if f[len(f)-1] != "ok" {
+					t.Errorf("CRI plugin %s is %s", f[1], f[len(f)-1])
+				}
+			}
+			if cri == 0 {
+				t.Fatalf("ctr lists no CRI plugin:\n%s", plugins)
+			}
+			// The daemon answers the lab's ctr with its own version, not the client's.
+			out := l.Exec(t, n, "ctr", "--address", "/run/containerd/containerd.sock", "version")
+			_, server, _ := strings.Cut(out, "Server:")
+			if f := strings.Fields(server); len(f) < 2 || f[0] != "Version:" || !strings.HasPrefix(f[1], g.version) {
+				t.Errorf("ctr version does not show the server's %s*:\n%s", g.version, out)
+			}
+		})
+	}
+}
