@@ -126,7 +126,7 @@ imports = ["/etc/containerd/conf.d/*.toml"]
       password = "s3cret-robot"
 `
 
-// explainLost is `nodeconverge explain --json`'s list of values written in
+// explainNodeLost is `nodeconverge explain --json`'s list of values written in
 // a loaded file that are not in effect.
 func explainNodeLost(t *testing.T, l *labtest.Lab, node string) []map[string]any {
 	t.Helper()
