@@ -14,6 +14,7 @@ import (
 	"nodeconverge/engine/savedplan"
 	"nodeconverge/engine/transport"
 	_ "nodeconverge/modules/command"
+	_ "nodeconverge/modules/shell"
 )
 
 // copyTask is a copy task writing content to the host's file name.
@@ -68,7 +69,7 @@ func TestFailureAfterWriteRollsBack(t *testing.T) {
 	e := newEnv(t, "h1")
 	e.write("h1", "conf", "old\n")
 	plays := e.load("- hosts: all\n  tasks:\n" + copyTask("change", "conf", "new\\n") + copyTask("create", "new", "x\\n") +
-		"    - name: fails\n      command:\n        cmd: \"echo boom >&2; exit 3\"\n" + copyTask("never", "never", "y\\n"))
+		"    - name: fails\n      shell:\n        cmd: \"echo boom >&2; exit 3\"\n" + copyTask("never", "never", "y\\n"))
 	run := e.run(plays, e.options(false))
 	if got, _ := e.read("h1", "conf"); got != "old\n" {
 		t.Errorf("h1.conf = %q, want it restored", got)
@@ -117,7 +118,7 @@ func TestPlannedAgainAfterCommand(t *testing.T) {
 	e := newEnv(t, "h1")
 	e.write("h1", "conf", "old\n")
 	plays := e.load("- hosts: all\n  tasks:\n" +
-		"    - name: edit\n      command:\n        cmd: \"echo edited > {{ dir }}/{{ inventory_hostname }}.conf\"\n" +
+		"    - name: edit\n      shell:\n        cmd: \"echo edited > {{ dir }}/{{ inventory_hostname }}.conf\"\n" +
 		copyTask("manage", "conf", "new\\n"))
 	run := e.run(plays, e.options(false))
 	if code := run.ExitCode(); code != report.ExitOK {
