@@ -146,7 +146,7 @@ func TestSerialStopsAfterFailure(t *testing.T) {
   serial: 1
   tasks:
     - name: fails on the first node
-      command:
+      shell:
         cmd: "test {{ inventory_hostname }} != `+l.Nodes[0].Name+` && touch /etc/containerd/touched"
 `)
 	r := nc(t, append([]string{"apply"}, labArgs(l, pb)...)...)

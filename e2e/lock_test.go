@@ -49,7 +49,7 @@ func TestSecondRunRefusedWhileLocked(t *testing.T) {
   hosts: `+node+`
   tasks:
     - name: hold the node until released
-      command:
+      shell:
         cmd: "touch /etc/containerd/holding; while [ ! -e /etc/containerd/release ]; do sleep 0.05; done"
 `)
 	a, aout := start(t, append([]string{"apply"}, labArgs(l, slow)...)...)
