@@ -195,15 +195,16 @@ func TestIncidentLab(t *testing.T) {
 }
 
 func TestNodePath(t *testing.T) {
-	l := &Lab{Dir: "/tmp/ncl-x"}
+	// A path only: NodePath maps names and touches no file.
+	l := &Lab{Dir: "/labs/ncl-x"}
 	for abs, want := range map[string]string{
-		"/etc/containerd/config.toml":            "/tmp/ncl-x/nodes/n1/etc/containerd/config.toml",
-		"/etc/containerd":                        "/tmp/ncl-x/nodes/n1/etc/containerd",
-		"/proc/sys/fs/inotify/max_user_watches":  "/tmp/ncl-x/nodes/n1/proc/sys/fs/inotify/max_user_watches",
-		"/usr/local/sbin/systemctl":              "/tmp/ncl-x/nodes/n1/usr/local/sbin/systemctl",
+		"/etc/containerd/config.toml":            "/labs/ncl-x/nodes/n1/etc/containerd/config.toml",
+		"/etc/containerd":                        "/labs/ncl-x/nodes/n1/etc/containerd",
+		"/proc/sys/fs/inotify/max_user_watches":  "/labs/ncl-x/nodes/n1/proc/sys/fs/inotify/max_user_watches",
+		"/usr/local/sbin/systemctl":              "/labs/ncl-x/nodes/n1/usr/local/sbin/systemctl",
 		"/etc/containerd-other/x":                "/etc/containerd-other/x",
 		"/usr/bin/containerd":                    "/usr/bin/containerd",
-		"/var/lib/nodeconverge/../containerd/xx": "/tmp/ncl-x/nodes/n1/var/lib/containerd/xx",
+		"/var/lib/nodeconverge/../containerd/xx": "/labs/ncl-x/nodes/n1/var/lib/containerd/xx",
 	} {
 		if got := l.NodePath("n1", abs); got != want {
 			t.Errorf("NodePath(n1, %s) = %s, want %s", abs, got, want)
