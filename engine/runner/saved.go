@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -129,28 +127,11 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 // stale compares the live files with the fingerprints the plan was made
 // from, in one round trip.
 func stale(ctx context.Context, h *transport.Host, hp *savedplan.HostPlan) (string, error) {
-	fp := hp.Fingerprints()
-	paths := make([]string, 0, len(fp))
-	for p := range fp {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	snap, err := h.Query(ctx, transport.Query{Files: paths})
+	d, err := fingerprintDrift(ctx, h, hp.Fingerprints(), "changed since the plan was made")
 	if err != nil {
 		return "", fmt.Errorf("read planned files: %w", err)
 	}
-	var changed []string
-	for _, p := range paths {
-		f := snap.File(p)
-		got := ""
-		if f.Exists {
-			got = module.Hash(f.Content)
-		}
-		if got != fp[p] {
-			changed = append(changed, fmt.Sprintf("%s changed since the plan was made (planned from %s, now %s)", p, short(fp[p]), short(got)))
-		}
-	}
-	return strings.Join(changed, "; "), nil
+	return d, nil
 }
 
 func short(h string) string {
