@@ -8,8 +8,9 @@ LAB_DIR ?= /tmp/nclab
 N       ?= 4
 SCENARIO ?= incident
 CONTAINERD2 := bin/containerd2
+CONTAINERD17 := bin/containerd17
 
-.PHONY: deps build test vet fmt-check lab-up lab-down demo containerd2 bench clean
+.PHONY: deps build test vet fmt-check lab-up lab-down demo containerd2 containerd17 corpus bench clean
 
 # Installs (apt) what the demo, the tests and the bench need; does nothing when
 # all of it is present. Every entry point below calls it first.
@@ -20,18 +21,32 @@ build:
 	$(GO) build -o $(BIN) ./cmd/nodeconverge
 
 fmt-check:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './lab/containerd2/*')); \
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './lab/containerd2/*' -not -path './lab/containerd17/*')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet:
 	$(GO) vet ./...
 
 # The end-to-end tests start real sshd and containerd lab nodes; they need root.
-test: deps fmt-check vet containerd2
-	NODECONVERGE_CONTAINERD2=$(abspath $(CONTAINERD2)) $(GO) test -race -count=1 -timeout 40m ./...
+test: deps fmt-check vet containerd2 containerd17
+	NODECONVERGE_CONTAINERD2=$(abspath $(CONTAINERD2)) NODECONVERGE_CONTAINERD17=$(abspath $(CONTAINERD17)) \
+		$(GO) test -race -count=1 -timeout 40m -skip '^TestCorpusMatrix$$' ./...
 
 containerd2:
 	lab/containerd2/build.sh $(CONTAINERD2)
+
+# containerd 1.7 (Ubuntu 24.04's line), built from its Go module like 2.x.
+containerd17:
+	lab/containerd17/build.sh $(CONTAINERD17)
+
+# The corpus matrix (kept out of `make test`: about 15-20 min per containerd generation on a loaded
+# 2-core machine, 57 min for all three): every public config in e2e/testdata/corpus x {alone, the incident's drop-ins,
+# the GPU Operator's drop-in} x {containerd 1.6, 1.7, 2.x}, with the shipped playbook; writes the
+# table to e2e/testdata/corpus/MATRIX.md.
+corpus: deps containerd2 containerd17
+	NODECONVERGE_CONTAINERD2=$(abspath $(CONTAINERD2)) NODECONVERGE_CONTAINERD17=$(abspath $(CONTAINERD17)) \
+	NODECONVERGE_CORPUS_TABLE=$(abspath e2e/testdata/corpus/MATRIX.md) \
+		$(GO) test -count=1 -timeout 60m -v -run 'TestCorpusMatrix' ./e2e/
 
 lab-up: deps build
 	lab/lab.sh up --dir $(LAB_DIR) --nodes $(N) --scenario $(SCENARIO)

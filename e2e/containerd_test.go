@@ -103,9 +103,10 @@ func TestIncidentConverges(t *testing.T) {
 	}
 }
 
-// TestDropinRefusedWhenSettingsLost: a shadowing drop-in that carries a
-// setting no other file has is not moved; the lost key is named and every
-// file stays byte-identical.
+// TestDropinRefusedWhenSettingsLost: with absorb: false, a shadowing
+// drop-in that carries a setting no other file has is not moved; the lost
+// key is named and every file stays byte-identical. By default the setting
+// is consolidated into the file that owns the plugin.
 func TestDropinRefusedWhenSettingsLost(t *testing.T) {
 	l := labtest.Start(t, labtest.Options{Nodes: 3, Scenario: "incident", NoContainerd: true})
 	node := l.Nodes[0].Name
@@ -121,6 +122,7 @@ func TestDropinRefusedWhenSettingsLost(t *testing.T) {
     - name: relocate shadowing drop-ins
       containerd_dropins:
         protect: [99-nvidia.toml]
+        absorb: false
 `)
 	for _, check := range []bool{true, false} {
 		args := []string{"apply"}
@@ -129,7 +131,7 @@ func TestDropinRefusedWhenSettingsLost(t *testing.T) {
 		}
 		r := nc(t, append(args, labArgs(l, pb)...)...)
 		wantCode(t, r, 1)
-		if !strings.Contains(r.stdout, "refusing to relocate") || !strings.Contains(r.stdout, `registry.config_path = "/etc/containerd/certs-harbor.d"`) {
+		if !strings.Contains(r.stdout, "refusing to relocate") || !regexp.MustCompile(`\[plugins\."io\.containerd\.grpc\.v1\.cri"\.registry\]\n\s+config_path = "/etc/containerd/certs-harbor\.d"`).MatchString(r.stdout) {
 			t.Fatalf("check=%v: want a refusal naming the lost config_path:\n%s", check, r)
 		}
 		if d := cmp.Diff(before, l.HashTree(t, node)); d != "" {
@@ -137,7 +139,7 @@ func TestDropinRefusedWhenSettingsLost(t *testing.T) {
 		}
 	}
 
-	// Opt in: the lost setting moves into the file that owns the plugin,
+	// Consolidation (the default): the lost setting moves into the file that owns the plugin,
 	// and the drop-in is relocated; the effective config_path is kept and
 	// the nvidia runtimes come back.
 	absorb := writePlaybook(t, `
@@ -177,7 +179,8 @@ func TestExplainIncident(t *testing.T) {
 	if !owner.MatchString(r.stdout) {
 		t.Fatalf("explain should name zz-labhub-registry.toml as the CRI plugin's owner:\n%s", r)
 	}
-	for _, lost := range []string{"runtimes.nvidia.options.BinaryName", "runtimes.nvidia-cdi", "SystemdCgroup", "sandbox_image"} {
+	// Values out of effect are shown as TOML: a table header, its keys.
+	for _, lost := range []string{"runtimes.nvidia.options]\n        BinaryName", "runtimes.nvidia-cdi", "SystemdCgroup", "sandbox_image"} {
 		if !regexp.MustCompile(regexp.QuoteMeta(lost) + `[^\n]*NOT in effect|written but NOT in effect[\s\S]*` + regexp.QuoteMeta(lost)).MatchString(r.stdout) {
 			t.Errorf("explain should list %s as lost:\n%s", lost, r.stdout)
 		}

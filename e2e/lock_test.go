@@ -94,12 +94,12 @@ func TestKilledRunOwesHandler(t *testing.T) {
         content: "version = 2\n"
       notify: restart
     - name: slow step (only on the first run)
-      command:
+      shell:
         cmd: "touch /etc/containerd/slow; sleep 30"
         creates: /etc/containerd/slow
   handlers:
     - name: restart
-      command:
+      shell:
         cmd: "echo restarted >> /etc/containerd/restarts"
 `)
 	a, aout := start(t, append([]string{"apply"}, labArgs(l, pb)...)...)

@@ -122,6 +122,9 @@ func writeExplanation(w io.Writer, he HostExplanation, all bool) {
 	for _, u := range e.Unparseable {
 		fmt.Fprintf(w, "    DOES NOT PARSE: %s: %s\n", u.File, u.Err)
 	}
+	for _, u := range e.Unloadable {
+		fmt.Fprintf(w, "    CANNOT BE LOADED: %s %s (containerd refuses to start; 2.x's config dump silently stops there)\n", u.File, u.Err)
+	}
 	if !e.OK {
 		fmt.Fprintf(w, "  the tree does not load: %s\n", e.Err)
 	}
@@ -154,17 +157,7 @@ func writeExplanation(w io.Writer, he HostExplanation, all bool) {
 	}
 	if len(e.Lost) > 0 {
 		fmt.Fprintf(w, "  written but NOT in effect:\n")
-		for _, l := range e.Lost {
-			eff := l.Effective
-			if l.Absent {
-				eff = "absent"
-			}
-			by := ""
-			if l.Winner != "" {
-				by = " (decided by " + l.Winner + ")"
-			}
-			fmt.Fprintf(w, "    %s = %s in %s; effective: %s%s — %s\n", l.Key, l.Written, l.File, eff, by, l.Reason)
-		}
+		writeLost(w, e.Lost)
 	}
 	fmt.Fprintf(w, "  effective keys written by a file:\n")
 	defaults := 0
@@ -198,4 +191,42 @@ func orAbsent(s string) string {
 		return "absent"
 	}
 	return s
+}
+
+// writeLost prints hidden values grouped by the file that writes them and
+// the cause, the cause and what to do said once per group, the values as
+// TOML.
+func writeLost(w io.Writer, lost []ctrconf.LostKey) {
+	type group struct {
+		file, reason, cause string
+		keys                []string
+		vals                map[string]string
+	}
+	var groups []*group
+	idx := map[string]*group{}
+	for _, l := range lost {
+		id := l.File + "\x00" + l.Reason
+		g := idx[id]
+		if g == nil {
+			g = &group{file: l.File, reason: l.Reason, cause: l.Cause, vals: map[string]string{}}
+			idx[id] = g
+			groups = append(groups, g)
+		}
+		g.keys = append(g.keys, l.Key)
+		g.vals[l.Key] = l.Written
+	}
+	for _, g := range groups {
+		fmt.Fprintf(w, "    %d value(s) in %s: %s\n", len(g.keys), g.file, g.reason)
+		if todo := lostAdvice[g.cause]; todo != "" {
+			fmt.Fprintf(w, "      what to do: %s\n", todo)
+		}
+		fmt.Fprintln(w, ctrconf.RenderTOML(g.keys, g.vals, "      "))
+	}
+}
+
+// lostAdvice says, per cause, what brings a hidden value back.
+var lostAdvice = map[string]string{
+	ctrconf.CauseDropped: "run containerd_dropins (it relocates the hiding file or consolidates the values into the file that owns the plugin), or accept them with its accept_shadowed",
+	ctrconf.CauseReset:   "run containerd_dropins (it relocates the hiding file or consolidates the values into the file that owns the plugin), or accept them with its accept_shadowed",
+	ctrconf.CauseUnknown: "containerd ignores these keys (misspelled, or from another config version): fix or remove them",
 }

@@ -139,7 +139,9 @@ func PlanDiff(host string, p *module.Plan) string {
 		}
 	}
 	if len(p.Effective) > 0 {
-		fmt.Fprintf(&b, "effective config (%s, as the node's containerd loads it):\n", host)
+		// The heading only over lines: a plan whose effective changes are
+		// all zero-valued fields of new tables says so in one line.
+		var lines []string
 		zero := 0
 		for _, e := range p.Effective {
 			switch {
@@ -148,15 +150,21 @@ func PlanDiff(host string, p *module.Plan) string {
 				// listing them hides the lines that matter.
 				zero++
 			case e.Before == "":
-				fmt.Fprintf(&b, "  + %s = %s\n", e.Key, e.After)
+				lines = append(lines, fmt.Sprintf("  + %s = %s", e.Key, e.After))
 			case e.After == "":
-				fmt.Fprintf(&b, "  - %s = %s\n", e.Key, e.Before)
+				lines = append(lines, fmt.Sprintf("  - %s = %s", e.Key, e.Before))
 			default:
-				fmt.Fprintf(&b, "  ~ %s = %s -> %s\n", e.Key, e.Before, e.After)
+				lines = append(lines, fmt.Sprintf("  ~ %s = %s -> %s", e.Key, e.Before, e.After))
 			}
 		}
-		if zero > 0 {
-			fmt.Fprintf(&b, "  (+ %d more new keys at their zero value)\n", zero)
+		switch {
+		case len(lines) > 0:
+			fmt.Fprintf(&b, "effective config (%s, as the node's containerd loads it):\n%s\n", host, strings.Join(lines, "\n"))
+			if zero > 0 {
+				fmt.Fprintf(&b, "  (+ %d more new keys at their zero value)\n", zero)
+			}
+		case zero > 0:
+			fmt.Fprintf(&b, "effective config (%s): %d new keys, all at their zero value\n", host, zero)
 		}
 	}
 	return b.String()

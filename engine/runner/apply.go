@@ -213,6 +213,14 @@ func changedSincePlan(ctx context.Context, h transport.Reader, plan *module.Plan
 	if len(want) == 0 {
 		return "", nil
 	}
+	return fingerprintDrift(ctx, h, want, "is not what the plan was made from")
+}
+
+// fingerprintDrift reads the files of want (path -> SHA-256 of the content a
+// plan was made from, "" for absent) in one round trip and describes each
+// one that differs now, joined by "; "; "" when none does. Live steps and
+// saved plans both decide staleness with it.
+func fingerprintDrift(ctx context.Context, h transport.Reader, want map[string]string, differs string) (string, error) {
 	paths := make([]string, 0, len(want))
 	for p := range want {
 		paths = append(paths, p)
@@ -230,7 +238,7 @@ func changedSincePlan(ctx context.Context, h transport.Reader, plan *module.Plan
 			got = module.Hash(f.Content)
 		}
 		if got != want[p] {
-			changed = append(changed, fmt.Sprintf("%s is not what the plan was made from (planned from %s, now %s)", p, short(want[p]), short(got)))
+			changed = append(changed, fmt.Sprintf("%s %s (planned from %s, now %s)", p, differs, short(want[p]), short(got)))
 		}
 	}
 	return strings.Join(changed, "; "), nil

@@ -189,7 +189,7 @@ func TestSavedPlanRollsBack(t *testing.T) {
 	e := newEnv(t, "h1")
 	e.write("h1", "conf", "old\n")
 	plays := e.load("- hosts: all\n  tasks:\n" + copyTask("change", "conf", "new\\n") +
-		"    - name: fails\n      command:\n        cmd: \"exit 3\"\n")
+		"    - name: fails\n      shell:\n        cmd: \"exit 3\"\n")
 	check := e.run(plays, e.options(true))
 	sp, err := savedplan.FromRun(check, nil)
 	if err != nil {

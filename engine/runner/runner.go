@@ -421,40 +421,31 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 // many failed (as max_fail_percentage counts them), and reports each failure under one heading.
 func (r *runner) planBatch(ctx context.Context, p *playbook.Play, active []*hostState, become *bool) ([]*hostState, int) {
 	refusals := make([]*report.TaskResult, len(active))
-	sem := make(chan struct{}, r.o.Forks)
-	var wg sync.WaitGroup
-	for i, s := range active {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			start := time.Now()
-			t := p.Tasks[0]
-			tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Args: r.args[t][s.host.Name], Notify: t.Notify}
-			failed := false
-			tr = r.bounded(ctx, s, tr, r.planTimeout(p), func(ctx context.Context) {
-				if f := r.planHost(ctx, s, p, become); f != nil {
-					failed = true
-					switch {
-					case f.task == nil:
-						r.checkErr(tr, f.err)
-					case s.wrote:
-						r.planFailed(tr, f, "this play wrote nothing on this host:")
-					default:
-						r.planFailed(tr, f, "nothing was written on this host:")
-					}
-					// An earlier play of this run may have written.
-					r.rollback(ctx, s, tr)
+	forEach(r.o.Forks, active, func(i int, s *hostState) {
+		start := time.Now()
+		t := p.Tasks[0]
+		tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Args: r.args[t][s.host.Name], Notify: t.Notify}
+		failed := false
+		tr = r.bounded(ctx, s, tr, r.planTimeout(p), func(ctx context.Context) {
+			if f := r.planHost(ctx, s, p, become); f != nil {
+				failed = true
+				switch {
+				case f.task == nil:
+					r.checkErr(tr, f.err)
+				case s.wrote:
+					r.planFailed(tr, f, "this play wrote nothing on this host:")
+				default:
+					r.planFailed(tr, f, "nothing was written on this host:")
 				}
-			})
-			if failed || s.out {
-				tr.Duration = time.Since(start)
-				refusals[i] = tr
+				// An earlier play of this run may have written.
+				r.rollback(ctx, s, tr)
 			}
-		}()
-	}
-	wg.Wait()
+		})
+		if failed || s.out {
+			tr.Duration = time.Since(start)
+			refusals[i] = tr
+		}
+	})
 	var still []*hostState
 	var failed []*report.TaskResult
 	counted := 0
@@ -538,22 +529,13 @@ func (r *runner) rollbackUnfinished(ctx context.Context, p *playbook.Play, activ
 		r.o.Observer.TaskStart("roll back hosts the stopped play left half way", false)
 	}
 	results := make([]*report.TaskResult, len(undo))
-	sem := make(chan struct{}, r.o.Forks)
-	var wg sync.WaitGroup
-	for i, s := range undo {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			tr := &report.TaskResult{Play: p.Name, Task: "roll back", Host: s.host.Name, Status: report.Failed,
-				Msg: "the play stopped (max_fail_percentage) before this host ran every task"}
-			r.rollback(ctx, s, tr)
-			s.out = true
-			results[i] = tr
-		}()
-	}
-	wg.Wait()
+	forEach(r.o.Forks, undo, func(i int, s *hostState) {
+		tr := &report.TaskResult{Play: p.Name, Task: "roll back", Host: s.host.Name, Status: report.Failed,
+			Msg: "the play stopped (max_fail_percentage) before this host ran every task"}
+		r.rollback(ctx, s, tr)
+		s.out = true
+		results[i] = tr
+	})
 	for _, tr := range results {
 		r.run.Add(tr)
 		if r.o.Observer != nil {
@@ -618,32 +600,23 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 		}
 	}
 	results := make([]*report.TaskResult, len(hs))
-	sem := make(chan struct{}, r.o.Forks)
-	var wg sync.WaitGroup
-	for i, s := range hs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			start := time.Now()
-			tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Handler: t.Handler,
-				Args: args[s.host.Name], Notify: t.Notify}
-			if because != nil {
-				tr.Because = dedupe(because[s.host.Name])
-			}
-			tr = r.bounded(ctx, s, tr, r.timeoutOf(t), func(ctx context.Context) {
-				r.execute(ctx, tr, s, t, args[s.host.Name], become)
-			})
-			tr.Duration = time.Since(start)
-			results[i] = tr
-			r.run.Add(tr)
-			if r.o.Observer != nil {
-				r.o.Observer.Result(tr)
-			}
-		}()
-	}
-	wg.Wait()
+	forEach(r.o.Forks, hs, func(i int, s *hostState) {
+		start := time.Now()
+		tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Handler: t.Handler,
+			Args: args[s.host.Name], Notify: t.Notify}
+		if because != nil {
+			tr.Because = dedupe(because[s.host.Name])
+		}
+		tr = r.bounded(ctx, s, tr, r.timeoutOf(t), func(ctx context.Context) {
+			r.execute(ctx, tr, s, t, args[s.host.Name], become)
+		})
+		tr.Duration = time.Since(start)
+		results[i] = tr
+		r.run.Add(tr)
+		if r.o.Observer != nil {
+			r.o.Observer.Result(tr)
+		}
+	})
 	return results
 }
 

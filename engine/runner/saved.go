@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,33 +36,28 @@ func ApplySaved(ctx context.Context, inv *inventory.Inventory, sp *savedplan.Pla
 		o.Observer.PlayStart("saved plan "+sp.RunID, names)
 	}
 	var emit sync.Mutex
-	sem := make(chan struct{}, o.Forks)
-	var wg sync.WaitGroup
+	var todo []*savedplan.HostPlan
 	for i := range sp.Hosts {
-		hp := &sp.Hosts[i]
-		if limit != nil && !limit[hp.Host] {
-			continue
+		if hp := &sp.Hosts[i]; limit == nil || limit[hp.Host] {
+			todo = append(todo, hp)
 		}
-		r.run.Touch(hp.Host)
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			results := r.applyHost(ctx, hp)
-			// One host's steps print together, not interleaved.
-			emit.Lock()
-			defer emit.Unlock()
-			for _, tr := range results {
-				r.run.Add(tr)
-				if o.Observer != nil {
-					o.Observer.TaskStart(tr.Host+": "+tr.Task, tr.Handler)
-					o.Observer.Result(tr)
-				}
-			}
-		}()
 	}
-	wg.Wait()
+	for _, hp := range todo {
+		r.run.Touch(hp.Host)
+	}
+	forEach(o.Forks, todo, func(_ int, hp *savedplan.HostPlan) {
+		results := r.applyHost(ctx, hp)
+		// One host's steps print together, not interleaved.
+		emit.Lock()
+		defer emit.Unlock()
+		for _, tr := range results {
+			r.run.Add(tr)
+			if o.Observer != nil {
+				o.Observer.TaskStart(tr.Host+": "+tr.Task, tr.Handler)
+				o.Observer.Result(tr)
+			}
+		}
+	})
 	// As in Run: locks released and connections closed before the recap.
 	r.closeAll()
 	r.run.Finished = time.Now().UTC()
@@ -133,28 +126,11 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 // stale compares the live files with the fingerprints the plan was made
 // from, in one round trip.
 func stale(ctx context.Context, h *transport.Host, hp *savedplan.HostPlan) (string, error) {
-	fp := hp.Fingerprints()
-	paths := make([]string, 0, len(fp))
-	for p := range fp {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	snap, err := h.Query(ctx, transport.Query{Files: paths})
+	d, err := fingerprintDrift(ctx, h, hp.Fingerprints(), "changed since the plan was made")
 	if err != nil {
 		return "", fmt.Errorf("read planned files: %w", err)
 	}
-	var changed []string
-	for _, p := range paths {
-		f := snap.File(p)
-		got := ""
-		if f.Exists {
-			got = module.Hash(f.Content)
-		}
-		if got != fp[p] {
-			changed = append(changed, fmt.Sprintf("%s changed since the plan was made (planned from %s, now %s)", p, short(fp[p]), short(got)))
-		}
-	}
-	return strings.Join(changed, "; "), nil
+	return d, nil
 }
 
 func short(h string) string {

@@ -1,61 +1,6 @@
 #!/bin/sh
 # build.sh OUT [CTR_OUT] — build containerd 2.x (and optionally its ctr) from
-# this nested module.
-#
-# The build is cached: a target that exists and is newer than go.mod is kept,
-# because go.mod pins the containerd version and a rebuild costs minutes on a
-# 2-core machine. CGO_ENABLED=0 gives a static binary that does not depend on
-# the host's libc; it drops only the cgo-only btrfs snapshotter, which the lab
-# does not use. -trimpath keeps local paths out of the binary; the version is
-# stamped so `containerd --version` says which 2.x it is.
+# this nested module; lab/build-containerd.sh does the cached, locked build.
 set -eu
-
-if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-	echo "usage: $0 OUT [CTR_OUT]" >&2
-	exit 2
-fi
-
 here=$(cd "$(dirname "$0")" && pwd)
-version=$(awk '$1 == "require" && $2 == "github.com/containerd/containerd/v2" { print $3 }' "$here/go.mod")
-if [ -z "$version" ]; then
-	echo "$0: cannot find the containerd version in $here/go.mod" >&2
-	exit 1
-fi
-
-# abs turns a possibly relative path into an absolute one, because go build
-# runs from this directory, not the caller's.
-abs() {
-	case $1 in
-	/*) printf '%s\n' "$1" ;;
-	*) printf '%s/%s\n' "$(pwd)" "$1" ;;
-	esac
-}
-
-build() { # build OUT PKG
-	out=$(abs "$1")
-	mkdir -p "$(dirname "$out")"
-	# Several test binaries may ask for the same output at once (go test runs
-	# packages in parallel): one builds, the others wait and find it up to date.
-	exec 9>"$out.lock"
-	flock 9
-	if [ -e "$out" ] && [ "$out" -nt "$here/go.mod" ]; then
-		echo "$0: $out is up to date" >&2
-		exec 9>&-
-		return 0
-	fi
-	# -buildvcs=false: the enclosing git repo is nodeconverge's, whose
-	# revision says nothing about this containerd build.
-	(cd "$here" && CGO_ENABLED=0 go build -mod=readonly -buildvcs=false -trimpath \
-		-tags urfave_cli_no_docs \
-		-ldflags "-X github.com/containerd/containerd/v2/version.Version=$version" \
-		-o "$out.tmp" "$2")
-	# Rename last so an interrupted build never leaves a partial binary that
-	# the cache check above would take for a finished one.
-	mv -f "$out.tmp" "$out"
-	exec 9>&-
-}
-
-build "$1" .
-if [ $# -eq 2 ]; then
-	build "$2" ./ctr
-fi
+exec "$here/../build-containerd.sh" "$here" "$@"

@@ -17,6 +17,9 @@ type Generation string
 const (
 	// Containerd16 is Debian 12's containerd package (1.6.x), installed by lab/deps.sh.
 	Containerd16 Generation = "1.6"
+	// Containerd17 is containerd 1.7 (Ubuntu 24.04's release line) built from its Go module in
+	// lab/containerd17.
+	Containerd17 Generation = "1.7"
 	// Containerd2 is containerd 2.x built from its Go module in lab/containerd2.
 	Containerd2 Generation = "2.x"
 )
@@ -29,7 +32,8 @@ type builtGeneration struct {
 }
 
 var built = map[Generation]builtGeneration{
-	Containerd2: {env: "NODECONVERGE_CONTAINERD2", dir: "containerd2", out: "containerd2"},
+	Containerd17: {env: "NODECONVERGE_CONTAINERD17", dir: "containerd17", out: "containerd17"},
+	Containerd2:  {env: "NODECONVERGE_CONTAINERD2", dir: "containerd2", out: "containerd2"},
 }
 
 var (

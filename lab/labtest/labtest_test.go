@@ -195,15 +195,16 @@ func TestIncidentLab(t *testing.T) {
 }
 
 func TestNodePath(t *testing.T) {
-	l := &Lab{Dir: "/tmp/ncl-x"}
+	// A path only: NodePath maps names and touches no file.
+	l := &Lab{Dir: "/labs/ncl-x"}
 	for abs, want := range map[string]string{
-		"/etc/containerd/config.toml":            "/tmp/ncl-x/nodes/n1/etc/containerd/config.toml",
-		"/etc/containerd":                        "/tmp/ncl-x/nodes/n1/etc/containerd",
-		"/proc/sys/fs/inotify/max_user_watches":  "/tmp/ncl-x/nodes/n1/proc/sys/fs/inotify/max_user_watches",
-		"/usr/local/sbin/systemctl":              "/tmp/ncl-x/nodes/n1/usr/local/sbin/systemctl",
+		"/etc/containerd/config.toml":            "/labs/ncl-x/nodes/n1/etc/containerd/config.toml",
+		"/etc/containerd":                        "/labs/ncl-x/nodes/n1/etc/containerd",
+		"/proc/sys/fs/inotify/max_user_watches":  "/labs/ncl-x/nodes/n1/proc/sys/fs/inotify/max_user_watches",
+		"/usr/local/sbin/systemctl":              "/labs/ncl-x/nodes/n1/usr/local/sbin/systemctl",
 		"/etc/containerd-other/x":                "/etc/containerd-other/x",
 		"/usr/bin/containerd":                    "/usr/bin/containerd",
-		"/var/lib/nodeconverge/../containerd/xx": "/tmp/ncl-x/nodes/n1/var/lib/containerd/xx",
+		"/var/lib/nodeconverge/../containerd/xx": "/labs/ncl-x/nodes/n1/var/lib/containerd/xx",
 	} {
 		if got := l.NodePath("n1", abs); got != want {
 			t.Errorf("NodePath(n1, %s) = %s, want %s", abs, got, want)
@@ -302,5 +303,53 @@ func TestDownEndsEveryProcess(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(l.Dir, "lab.env")); err != nil {
 		t.Errorf("down without --purge removed files: %v", err)
+	}
+}
+
+// TestBuiltGenerationsRun starts a node on each containerd generation the lab builds from a Go module
+// and on Debian's: the daemon is the one asked for (its --version), the unit is active, and the CRI
+// plugins answer "ok" to the lab's ctr (Debian's 1.6 client), which the stand-in systemctl and the
+// health gates use against every generation.
+func TestBuiltGenerationsRun(t *testing.T) {
+	for _, g := range []struct {
+		gen     Generation
+		version string // prefix of the version `containerd --version` prints
+	}{
+		{Containerd16, "1.6."},
+		{Containerd17, "v1.7."},
+		{Containerd2, "v2."},
+	} {
+		t.Run(string(g.gen), func(t *testing.T) {
+			l := Start(t, Options{Nodes: 1, Scenario: "clean", ContainerdBin: Containerd(t, g.gen)})
+			n := l.Nodes[0].Name
+			v := strings.Fields(l.Exec(t, n, "containerd", "--version"))
+			if len(v) < 3 || !strings.HasPrefix(v[2], g.version) {
+				t.Fatalf("node runs containerd %q, want %s*", v, g.version)
+			}
+			if st := strings.TrimSpace(l.Exec(t, n, "sh", "-c", "systemctl is-active containerd || true")); st != "active" {
+				t.Fatalf("containerd is %q", st)
+			}
+			plugins := l.Exec(t, n, "ctr", "--address", "/run/containerd/containerd.sock", "--connect-timeout", "5s", "plugins", "ls")
+			cri := 0
+			for _, ln := range strings.Split(plugins, "\n") {
+				f := strings.Fields(ln)
+				if len(f) < 3 || !strings.Contains(f[1], "cri") {
+					continue
+				}
+				cri++
+				if f[len(f)-1] != "ok" {
+					t.Errorf("CRI plugin %s is %s", f[1], f[len(f)-1])
+				}
+			}
+			if cri == 0 {
+				t.Fatalf("ctr lists no CRI plugin:\n%s", plugins)
+			}
+			// The daemon answers the lab's ctr with its own version, not the client's.
+			out := l.Exec(t, n, "ctr", "--address", "/run/containerd/containerd.sock", "version")
+			_, server, _ := strings.Cut(out, "Server:")
+			if f := strings.Fields(server); len(f) < 2 || f[0] != "Version:" || !strings.HasPrefix(f[1], g.version) {
+				t.Errorf("ctr version does not show the server's %s*:\n%s", g.version, out)
+			}
+		})
 	}
 }

@@ -10,7 +10,9 @@ package containerddropins
 import (
 	"context"
 	"fmt"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -30,11 +32,19 @@ type Args struct {
 	Protect       []string `yaml:"protect"`
 	Mode          string   `yaml:"mode"`
 	Containerd    string   `yaml:"containerd"`
-	// Absorb, when a shadowing drop-in carries settings no other file
-	// has, moves those settings into the file that owns the plugin once
-	// the drop-in is gone, validated the same way. Opt-in: that file is
-	// rewritten by a TOML encoder and loses its comments and layout.
+	// Absorb consolidates: settings that would be lost (a moved drop-in's
+	// own settings, or an earlier file's settings that a protected drop-in
+	// hides) are written into the file that owns the plugin, validated
+	// with the node's containerd before anything moves. On by default;
+	// the absorbing file is rewritten by a TOML encoder and loses its
+	// comments and layout, so `absorb: false` refuses instead.
 	Absorb bool `yaml:"absorb"`
+	// AcceptShadowed lists effective keys (Flatten keys such as
+	// plugins."io.containerd.grpc.v1.cri".registry.mirrors, a table
+	// covering every key below it, or a path.Match pattern) that may stay
+	// written but out of effect. Any other value a loaded file writes and
+	// another file hides is consolidated or refused.
+	AcceptShadowed []string `yaml:"accept_shadowed"`
 }
 
 // Validate checks what a type cannot.
@@ -45,6 +55,11 @@ func (a *Args) Validate() error {
 	for _, p := range []string{a.Config, a.QuarantineDir} {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("path %q must be absolute", p)
+		}
+	}
+	for _, k := range a.AcceptShadowed {
+		if _, err := path.Match(k, ""); err != nil {
+			return fmt.Errorf("accept_shadowed %q: %w", k, err)
 		}
 	}
 	return nil
@@ -60,12 +75,26 @@ func (Module) NewArgs() module.Args {
 		QuarantineDir: "/etc/containerd/conf.d.disabled",
 		Mode:          "relocate",
 		Containerd:    ctrconf.DefaultBin,
+		Absorb:        true,
 	}
 }
 
 func (a *Args) protected(path string) bool {
 	for _, p := range a.Protect {
 		if p == path || p == filepath.Base(path) {
+			return true
+		}
+	}
+	return false
+}
+
+// accepted reports whether the play accepts key staying out of effect.
+func (a *Args) accepted(key string) bool {
+	for _, k := range a.AcceptShadowed {
+		if k == key || strings.HasPrefix(key, k+".") {
+			return true
+		}
+		if ok, err := path.Match(k, key); err == nil && ok {
 			return true
 		}
 	}
@@ -81,179 +110,284 @@ func (Module) Prefetch(ma module.Args) transport.Query {
 // NoteSuffix names the note left beside a relocated file.
 const NoteSuffix = ".nodeconverge-note"
 
-// Check measures every drop-in's effect and plans the relocations that are
-// proven safe.
+// maxSearch bounds the variants staged to find shadowing sets larger than
+// one file (all of them in one Stage round trip).
+const maxSearch = 64
+
+// unit is a set of files that together hide values: removing all of them
+// brings the values back, removing fewer does not.
+type unit struct {
+	files    []string
+	restored []module.EffectiveChange
+	// keys are the shadowed lost keys this unit accounts for.
+	keys []ctrconf.LostKey
+	// without is the dump of the tree without the unit's files.
+	without *ctrconf.Effective
+}
+
+// Check measures which drop-ins hide values other files write, and plans
+// what makes every written value effective again: relocating the shadowing
+// files, absorbing what moving them would lose into the file that owns the
+// plugin, or, for a protected file, absorbing the values it hides into it.
+// Everything is proven on a staged candidate with the node's containerd.
 func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*module.Plan, error) {
 	a := ma.(*Args)
 	tree, err := ctrconf.Gather(ctx, h, a.Config, a.Containerd)
 	if err != nil {
 		return nil, fmt.Errorf("read containerd config: %w", err)
 	}
-	base, shadows, err := ctrconf.Ablate(ctx, h, tree, "")
-	if err != nil {
-		return nil, fmt.Errorf("ablate drop-ins: %w", err)
-	}
 	plan := &module.Plan{}
-	if !base.OK {
-		return nil, &module.ValidationError{Msg: fmt.Sprintf("the live containerd config of %s does not load, so no drop-in can be measured:\n%s\n"+
-			"repair it first (containerd_nvidia state=absent on the main config repairs duplicated nvidia tables)", h.Host(), base.Err)}
-	}
-	var movable []ctrconf.Shadow
-	for _, s := range shadows {
-		switch {
-		case s.File == tree.Main:
-			plan.Notes = append(plan.Notes, "the main config shadows earlier values; it is never moved")
-		case a.protected(s.File):
-			plan.Notes = append(plan.Notes, fmt.Sprintf("%s shadows %d values but is protected", s.File, len(s.Restored)))
-		default:
-			movable = append(movable, s)
-		}
-	}
-	if len(movable) == 0 {
+	if und := tree.Undecidable(); len(und) > 0 {
+		// Nothing about this tree can be measured: containerd refuses it
+		// (and 2.x's dump would pretend otherwise). Such a path is not
+		// moved; a later task may repair it (containerd_nvidia repairs
+		// duplicated tables), and the restart's gates judge the result.
+		plan.Skip = undecidableText(und)
 		return plan, nil
 	}
-	// Prove it: the tree without each file alone, and without all of them.
-	var variants []ctrconf.Overrides
-	all := ctrconf.Overrides{}
-	for _, s := range movable {
-		variants = append(variants, ctrconf.Overrides{s.File: nil})
-		all[s.File] = nil
-	}
-	if len(movable) > 1 {
-		variants = append(variants, all)
-	}
-	effs, err := ctrconf.DumpMany(ctx, h, tree, variants)
+	an, err := ctrconf.Analyze(ctx, h, tree)
 	if err != nil {
-		return nil, fmt.Errorf("dump without shadowing drop-ins: %w", err)
+		return nil, fmt.Errorf("measure drop-ins: %w", err)
 	}
-	if len(movable) == 1 {
-		// Without the one file is without all of them: the same tree,
-		// dumped once. effs[len(effs)-1] below is that tree either way.
-		effs = append(effs, effs[0])
+	base := an.Base
+	if !base.OK {
+		return nil, &module.ValidationError{Msg: fmt.Sprintf("the live containerd config of %s does not load, so no drop-in can be measured:\n%s\n"+
+			"repair it first (containerd_nvidia with path: auto, state: repair fixes nvidia tables pasted twice)", h.Host(), base.Err)}
 	}
-	var refusals []string
-	absorbed := map[string]map[string]any{} // owner path -> its parsed content with absorbed keys
-	var absorbNotes []string
-	for i, s := range movable {
-		f := tree.File(s.File)
-		lost, err := lostKeys(f, base, effs[i])
-		if err != nil {
-			return nil, err
+	var shadowed []ctrconf.LostKey
+	for _, l := range an.Lost {
+		if l.Shadowed() {
+			shadowed = append(shadowed, l)
 		}
-		plan.Evidence = append(plan.Evidence, module.Evidence{
-			What:    fmt.Sprintf("%s shadows %d effective values; without it every value it writes is still in effect: %v", s.File, len(s.Restored), len(lost) == 0),
-			Command: tree.Bin + " --config <staged tree without " + s.File + "> config dump", OK: effs[i].OK && len(lost) == 0, Required: true,
-		})
-		if !effs[i].OK {
-			refusals = append(refusals, fmt.Sprintf("%s: the tree without it does not load: %s", s.File, effs[i].Err))
-			continue
-		}
-		if len(lost) == 0 {
-			continue
-		}
-		if !a.Absorb {
-			refusals = append(refusals, fmt.Sprintf("%s shadows %s, but moving it would lose:\n    %s\n  (absorb: true would move those settings into the file that owns the plugin)", s.File, summary(s.Restored), strings.Join(lostText(lost), "\n    ")))
-			continue
-		}
-		owner := ownerBefore(tree, s.File, s.Plugin)
-		if owner == nil || !owner.Parses {
-			refusals = append(refusals, fmt.Sprintf("%s: no parseable earlier file owns %s to absorb its settings", s.File, s.Plugin))
-			continue
-		}
-		m := absorbed[owner.Path]
+	}
+	units, err := findUnits(ctx, h, tree, an, shadowed)
+	if err != nil {
+		return nil, err
+	}
+	if len(units) == 0 && len(shadowed) == 0 {
+		return plan, nil
+	}
+
+	over := ctrconf.Overrides{}
+	absorbed := map[string]map[string]any{} // absorbing file -> its parsed content
+	var absorbNotes, refusals []string
+	absorbInto := func(target *ctrconf.File, from string, keys []string, value func(string) (any, bool)) error {
+		m := absorbed[target.Path]
 		if m == nil {
-			if err := toml.Unmarshal(owner.Content, &m); err != nil {
-				return nil, fmt.Errorf("parse %s: %w", owner.Path, err)
+			if err := toml.Unmarshal(target.Content, &m); err != nil {
+				return fmt.Errorf("parse %s: %w", target.Path, err)
 			}
-			absorbed[owner.Path] = m
+			absorbed[target.Path] = m
 		}
-		for _, l := range lost {
-			setPath(m, l.segs, l.value)
+		for _, k := range keys {
+			v, ok := value(k)
+			if !ok {
+				return fmt.Errorf("%s: cannot read %s", from, k)
+			}
+			setPath(m, ctrconf.SplitKey(k), v)
 		}
-		absorbNotes = append(absorbNotes, fmt.Sprintf("%s absorbs from %s: %s", owner.Path, s.File, strings.Join(lostKeyNames(lost), ", ")))
+		absorbNotes = append(absorbNotes, fmt.Sprintf("%s absorbs from %s: %s", target.Path, from, strings.Join(keys, ", ")))
+		return nil
+	}
+	var moved []unit
+	for _, u := range units {
+		var prot, movable []string
+		hasMain := false
+		for _, f := range u.files {
+			switch {
+			case f == tree.Main:
+				hasMain = true
+			case a.protected(f):
+				prot = append(prot, f)
+			default:
+				movable = append(movable, f)
+			}
+		}
+		if hasMain {
+			plan.Notes = append(plan.Notes, "the main config shadows earlier values; it is never moved")
+			continue
+		}
+		if len(prot) > 0 {
+			// A protected file stays; what it hides moves into it.
+			if len(u.keys) == 0 {
+				plan.Notes = append(plan.Notes, fmt.Sprintf("%s shadows %s but is protected", strings.Join(prot, " and "), summary(u.restored)))
+				continue
+			}
+			keys := notAccepted(a, u.keys)
+			if len(keys) == 0 {
+				continue
+			}
+			if !a.Absorb {
+				refusals = append(refusals, fmt.Sprintf("%s is protected and hides what earlier files write (absorb: true would write these into it):\n%s", strings.Join(prot, " and "), lostKeysText(keys)))
+				continue
+			}
+			target := tree.File(prot[len(prot)-1])
+			if !target.Parses {
+				refusals = append(refusals, fmt.Sprintf("%s is protected, hides values and does not parse", target.Path))
+				continue
+			}
+			for _, byFile := range groupByFile(keys) {
+				src := tree.File(byFile[0].File)
+				if err := absorbInto(target, src.Path, keyNames(byFile), src.Value); err != nil {
+					return nil, err
+				}
+			}
+			if len(movable) == 0 {
+				continue
+			}
+		}
+		u.files = movable
+		moved = append(moved, u)
+		for _, p := range movable {
+			over[p] = nil
+		}
+		for _, p := range movable {
+			f := tree.File(p)
+			lost, err := lostKeys(f, base, u.without)
+			if err != nil {
+				return nil, err
+			}
+			if len(lost) == 0 {
+				continue
+			}
+			if !a.Absorb {
+				refusals = append(refusals, fmt.Sprintf("%s shadows %s, but moving it would lose (absorb: true would move them into the file that owns the plugin):\n%s", p, summary(u.restored), lostText(lost)))
+				continue
+			}
+			byPlugin := map[string][]lostValue{}
+			for _, l := range lost {
+				byPlugin[ctrconf.PluginOf(l.key)] = append(byPlugin[ctrconf.PluginOf(l.key)], l)
+			}
+			for _, plugin := range sortedKeys(byPlugin) {
+				ls := byPlugin[plugin]
+				owner := ownerBefore(tree, p, plugin, u.files)
+				if owner == nil || !owner.Parses {
+					refusals = append(refusals, fmt.Sprintf("%s: no parseable earlier file owns %s to absorb its settings:\n%s", p, plugin, lostText(ls)))
+					continue
+				}
+				vals := map[string]any{}
+				for _, l := range ls {
+					vals[l.key] = l.value
+				}
+				if err := absorbInto(owner, p, lostNames(ls), func(k string) (any, bool) { v, ok := vals[k]; return v, ok }); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	if len(refusals) > 0 {
 		return nil, &module.ValidationError{Msg: "refusing to relocate; nothing was changed:\n  " + strings.Join(refusals, "\n  "), Evidence: plan.Evidence}
 	}
-	final := effs[len(effs)-1]
 	var ownerFiles []module.FileChange
-	if len(absorbed) > 0 {
-		// Validate the absorbing files with the drop-ins gone, as one tree.
-		over := ctrconf.Overrides{}
-		for _, s := range movable {
-			over[s.File] = nil
-		}
-		for path, m := range absorbed {
-			body, err := toml.Marshal(m)
-			if err != nil {
-				return nil, fmt.Errorf("render %s: %w", path, err)
-			}
-			content := append([]byte("# Rewritten by nodeconverge (containerd_dropins absorb): settings of relocated drop-ins moved here.\n"), body...)
-			over[path] = content
-			before := tree.File(path).Content
-			ownerFiles = append(ownerFiles, module.FileChange{Action: module.Update, Path: path, Before: before, After: content,
-				BeforeHash: module.Hash(before), AfterHash: module.Hash(content), Reasons: []string{"absorbs settings of relocated drop-ins"}})
-		}
-		effs2, err := ctrconf.DumpMany(ctx, h, tree, []ctrconf.Overrides{over})
+	for _, p := range sortedKeys(absorbed) {
+		body, err := toml.Marshal(absorbed[p])
 		if err != nil {
-			return nil, fmt.Errorf("dump with absorbed settings: %w", err)
+			return nil, fmt.Errorf("render %s: %w", p, err)
 		}
-		final = effs2[0]
-		var still []string
-		for _, s := range movable {
-			lost, err := lostKeys(tree.File(s.File), base, final)
+		content := append([]byte("# Rewritten by nodeconverge (containerd_dropins absorb): settings that were out of effect moved here.\n"), body...)
+		over[p] = content
+		before := tree.File(p).Content
+		ownerFiles = append(ownerFiles, module.FileChange{Action: module.Update, Path: p, Before: before, After: content,
+			BeforeHash: module.Hash(before), AfterHash: module.Hash(content), Reasons: []string{"absorbs settings that were out of effect"}})
+	}
+	if len(over) == 0 {
+		// Nothing to move or absorb: what stays hidden must be accepted.
+		if rest := notAccepted(a, shadowed); len(rest) > 0 {
+			return nil, &module.ValidationError{Msg: "values written in loaded files are out of effect and no relocation brings them back; nothing was changed:\n" +
+				lostKeysText(rest) + "\n  accept them with accept_shadowed: [key, ...] or remove them from the files", Evidence: plan.Evidence}
+		}
+		return plan, nil
+	}
+
+	// Prove the candidate: it loads, every moved file's values are still in
+	// effect, and nothing any remaining file writes is hidden.
+	cand, err := ctrconf.CandidateTree(tree, over)
+	if err != nil {
+		return nil, err
+	}
+	an2, err := ctrconf.Analyze(ctx, h, cand)
+	if err != nil {
+		return nil, fmt.Errorf("measure the candidate: %w", err)
+	}
+	final := an2.Base
+	var still []string
+	for _, u := range moved {
+		for _, p := range u.files {
+			lost, err := lostKeys(tree.File(p), base, final)
 			if err != nil {
 				return nil, err
 			}
-			still = append(still, lostText(lost)...)
+			if len(lost) > 0 {
+				still = append(still, p+" (moved) would lose:\n"+lostText(lost))
+			}
 		}
-		plan.Evidence = append(plan.Evidence, module.Evidence{What: "absorbed settings are in effect without the relocated drop-ins",
-			Command: tree.Bin + " --config <staged candidate tree> config dump", OK: final.OK && len(still) == 0, Required: true})
-		if !final.OK || len(still) > 0 {
-			return nil, &module.ValidationError{Msg: fmt.Sprintf("refusing to absorb; nothing was changed: the candidate tree %s", orLost(final, still)), Evidence: plan.Evidence}
-		}
-		plan.Notes = append(plan.Notes, absorbNotes...)
 	}
+	var hidden []ctrconf.LostKey
+	for _, l := range an2.Lost {
+		if l.Shadowed() {
+			hidden = append(hidden, l)
+		}
+	}
+	if rest := notAccepted(a, hidden); len(rest) > 0 {
+		still = append(still, "still written but out of effect:\n"+lostKeysText(rest)+"\n  accept them with accept_shadowed: [key, ...], or repair the files by hand")
+	}
+	if c := registryConflict(final); c != "" && registryConflict(base) == "" {
+		// config dump accepts this; the CRI plugin refuses to start on it.
+		still = append(still, c)
+	}
+	plan.Evidence = append(plan.Evidence, module.Evidence{
+		What:    fmt.Sprintf("the candidate tree loads (%v) and every value a loaded or moved file writes is in effect (%v)", final.OK, len(still) == 0),
+		Command: tree.Bin + " --config <staged candidate tree> config dump", OK: final.OK && len(still) == 0, Required: true})
 	if !final.OK {
-		return nil, &module.ValidationError{Msg: "the tree without every shadowing drop-in does not load: " + final.Err, Evidence: plan.Evidence}
+		return nil, &module.ValidationError{Msg: "refusing to relocate; nothing was changed: the candidate tree does not load: " + final.Err, Evidence: plan.Evidence}
 	}
-	effs[len(effs)-1] = final
+	if len(still) > 0 {
+		return nil, &module.ValidationError{Msg: "refusing to relocate; nothing was changed: with the planned moves\n  " + strings.Join(still, "\n  "), Evidence: plan.Evidence}
+	}
+	plan.Notes = append(plan.Notes, absorbNotes...)
 	plan.Files = append(plan.Files, ownerFiles...)
-	plan.Effective = ctrconf.Diff(base, effs[len(effs)-1])
+	plan.Effective = ctrconf.Diff(base, final)
 	if a.Mode == "report" {
-		for _, s := range movable {
-			plan.Notes = append(plan.Notes, fmt.Sprintf("%s shadows %s (mode report: not moved)", s.File, summary(s.Restored)))
+		for _, u := range moved {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("%s shadows %s (mode report: not moved)", strings.Join(u.files, " and "), summary(u.restored)))
 		}
-		plan.Skip = fmt.Sprintf("%d shadowing drop-in(s) found; mode report moves nothing", len(movable))
+		plan.Files = nil
+		plan.Skip = fmt.Sprintf("%d shadowing drop-in(s) found; mode report moves nothing", len(moved))
 		return plan, nil
 	}
-	for _, s := range movable {
-		f := tree.File(s.File)
-		dest := filepath.Join(a.QuarantineDir, filepath.Base(s.File))
-		for _, g := range tree.Imports {
-			ok, err := filepath.Match(g, dest)
-			if err != nil {
-				return nil, fmt.Errorf("import glob %q: %w", g, err)
+	for _, u := range moved {
+		for _, p := range u.files {
+			f := tree.File(p)
+			dest := filepath.Join(a.QuarantineDir, filepath.Base(p))
+			for _, g := range tree.Imports {
+				ok, err := filepath.Match(g, dest)
+				if err != nil {
+					return nil, fmt.Errorf("import glob %q: %w", g, err)
+				}
+				if ok || g == dest {
+					return nil, fmt.Errorf("quarantine_dir %s is inside the import %s; the moved file would still load", a.QuarantineDir, g)
+				}
 			}
-			if ok || g == dest {
-				return nil, fmt.Errorf("quarantine_dir %s is inside the import %s; the moved file would still load", a.QuarantineDir, g)
+			plan.Files = append(plan.Files, module.FileChange{
+				Action: module.Move, From: p, Path: dest, Before: f.Content, After: f.Content,
+				BeforeHash: module.Hash(f.Content), AfterHash: module.Hash(f.Content), Mode: 0o644,
+				Reasons: []string{"shadows " + summary(u.restored)},
+			})
+			together := ""
+			if len(u.files) > 1 {
+				together = fmt.Sprintf("# It was moved together with %s: each of them alone hid the same values.\n", strings.Join(others(u.files, p), ", "))
 			}
+			note := []byte(fmt.Sprintf("# %s was moved here from %s by nodeconverge.\n# It shadowed, so containerd did not load: %s\n%s# Every value it sets is still in effect from another file (proven with %s config dump).\n# To undo: mv %s %s\n",
+				filepath.Base(p), p, summary(u.restored), together, tree.Bin, dest, p))
+			plan.Files = append(plan.Files, module.FileChange{Action: module.Create, Path: dest + NoteSuffix, After: note, AfterHash: module.Hash(note), Mode: 0o644})
 		}
-		plan.Files = append(plan.Files, module.FileChange{
-			Action: module.Move, From: s.File, Path: dest, Before: f.Content, After: f.Content,
-			BeforeHash: module.Hash(f.Content), AfterHash: module.Hash(f.Content), Mode: 0o644,
-			Reasons: []string{"shadows " + summary(s.Restored)},
-		})
-		note := []byte(fmt.Sprintf("# %s was moved here from %s by nodeconverge.\n# It shadowed, so containerd did not load: %s\n# Every value it sets is still in effect from another file (proven with %s config dump).\n# To undo: mv %s %s\n",
-			filepath.Base(s.File), s.File, summary(s.Restored), tree.Bin, dest, s.File))
-		plan.Files = append(plan.Files, module.FileChange{Action: module.Create, Path: dest + NoteSuffix, After: note, AfterHash: module.Hash(note), Mode: 0o644})
 	}
 	return plan, nil
 }
 
 // lost is one effective value a drop-in writes that removing it would
 // change.
-type lost struct {
+type lostValue struct {
 	key   string
 	segs  []string
 	value any // as the drop-in writes it
@@ -264,20 +398,20 @@ type lost struct {
 // lostKeys lists every effective value f writes that changes when f is
 // removed (or, with absorb, is not carried by the candidate): the settings
 // moving it would lose.
-func lostKeys(f *ctrconf.File, with, without *ctrconf.Effective) ([]lost, error) {
+func lostKeys(f *ctrconf.File, with, without *ctrconf.Effective) ([]lostValue, error) {
 	var m map[string]any
 	if err := toml.Unmarshal(f.Content, &m); err != nil {
 		return nil, fmt.Errorf("parse %s: %w", f.Path, err)
 	}
 	delete(m, "version")
 	delete(m, "imports")
-	var out []lost
+	var out []lostValue
 	walkLeaves(m, nil, func(segs []string, v any) {
 		k := ctrconf.JoinKey(segs...)
 		w, inWith := with.Get(k)
 		wo, inWithout := without.Get(k)
 		if inWith && (!inWithout || w != wo) {
-			out = append(out, lost{key: k, segs: segs, value: v, with: w, after: orDefault(wo, inWithout)})
+			out = append(out, lostValue{key: k, segs: segs, value: v, with: w, after: orDefault(wo, inWithout)})
 		}
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
@@ -295,31 +429,32 @@ func walkLeaves(m map[string]any, prefix []string, fn func([]string, any)) {
 	}
 }
 
-func lostText(ls []lost) []string {
-	out := make([]string, len(ls))
-	for i, l := range ls {
-		w, a := l.with, l.after
-		if ctrconf.Redact(l.key) {
-			w, a = ctrconf.Redacted, ctrconf.Redacted
+// registryConflict names a registry that sets both config_path and mirrors:
+// `config dump` prints it, but the CRI plugin refuses to start ("mirrors
+// cannot be set when config_path is provided"), so a consolidation that
+// brings the two together is refused.
+func registryConflict(e *ctrconf.Effective) string {
+	for _, plugin := range []string{"io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images"} {
+		reg := ctrconf.JoinKey("plugins", plugin, "registry")
+		cp, ok := e.Get(reg + ".config_path")
+		if !ok || cp == `""` || cp == "" {
+			continue
 		}
-		out[i] = fmt.Sprintf("%s = %s (would become %s)", l.key, w, a)
+		for k := range e.Flat() {
+			if strings.HasPrefix(k, reg+".mirrors.") {
+				return fmt.Sprintf("%s.config_path = %s and %s would both be set; containerd's CRI plugin refuses mirrors together with config_path: move the mirrors into %s/<host>/hosts.toml", reg, cp, k, strings.Trim(cp, `"`))
+			}
+		}
 	}
-	return out
+	return ""
 }
 
-func lostKeyNames(ls []lost) []string {
+func lostNames(ls []lostValue) []string {
 	out := make([]string, len(ls))
 	for i, l := range ls {
 		out[i] = l.key
 	}
 	return out
-}
-
-func orLost(e *ctrconf.Effective, still []string) string {
-	if !e.OK {
-		return "does not load: " + e.Err
-	}
-	return "still loses:\n    " + strings.Join(still, "\n    ")
 }
 
 // setPath sets v at segs in m, creating tables on the way.
@@ -336,18 +471,23 @@ func setPath(m map[string]any, segs []string, v any) {
 }
 
 // ownerBefore is the last file before path, in load order, that mentions
-// plugin: on containerd 1.x the file that owns the plugin once path is gone.
-func ownerBefore(t *ctrconf.Tree, path, plugin string) *ctrconf.File {
+// plugin and is not one of skip: on containerd 1.x the file that owns the
+// plugin once path (and the files moved with it) are gone.
+func ownerBefore(t *ctrconf.Tree, path, plugin string, skip []string) *ctrconf.File {
 	var owner *ctrconf.File
 	for i := range t.Files {
 		f := &t.Files[i]
 		if f.Path == path {
 			break
 		}
-		for _, p := range f.Plugins {
-			if p == plugin {
-				owner = f
-			}
+		if slices.Contains(skip, f.Path) {
+			continue
+		}
+		if plugin == "" && f.Path == t.Main {
+			owner = f
+		}
+		if slices.Contains(f.Plugins, plugin) {
+			owner = f
 		}
 	}
 	return owner

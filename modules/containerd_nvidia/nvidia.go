@@ -1,13 +1,18 @@
-// Package containerdnvidia is the `containerd_nvidia` module: it makes one
-// file hold exactly one set of nvidia runtime handlers (state present) or
-// none (state absent), and proves with the node's own containerd that the
-// result is what the daemon will load.
+// Package containerdnvidia is the `containerd_nvidia` module: it makes
+// exactly one set of the named nvidia runtime handlers effective (state
+// present) or none (state absent), and proves with the node's own containerd
+// that the result is what the daemon will load.
 //
-// The file is rebuilt, never appended to: every nvidia runtime table is
-// stripped line by line (so duplicated tables that no TOML parser accepts
-// are repaired too) and one set is rendered. Whether to write is decided by
-// the effective configuration, not by the text, so a file the GPU Operator
-// rewrites in its own formatting is left alone.
+// With an explicit path it edits that one file. With path auto it decides
+// where the runtimes take effect from the ownership it measures (containerd
+// 1.x: the file that owns the CRI plugin; 2.x: a drop-in) and strips the
+// named runtimes from every other loaded file in the same plan. Files are
+// rebuilt, never appended to: the named runtime tables are stripped line by
+// line (so duplicated tables that no TOML parser accepts are repaired too,
+// and comments, line endings, owner and mode stay) and one set is rendered.
+// Whether to write is decided by the effective configuration, not by the
+// text, so a file the GPU Operator rewrites in its own formatting is left
+// alone; options are read as the node's containerd version decodes them.
 package containerdnvidia
 
 import (
@@ -17,6 +22,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -26,6 +32,7 @@ import (
 	"nodeconverge/engine/transport"
 	"nodeconverge/modules/containerd/ctrconf"
 	"nodeconverge/modules/containerd/nvidiatoml"
+	"nodeconverge/modules/containerd/runtimeopts"
 )
 
 func init() { module.Register("containerd_nvidia", Module{}) }
@@ -54,7 +61,21 @@ func (r *Runtime) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
+// Auto is the Path that lets the module choose the file (issue 10, defect 5):
+// the runtimes go where the node's containerd takes them from, and the
+// managed runtimes are stripped from every other file it loads, so exactly
+// one set is effective.
+const Auto = "auto"
+
 // Args are the module's arguments; the defaults follow the GPU Operator.
+//
+// State present makes exactly one set of the named runtimes effective;
+// absent removes them; repair only strips the named runtimes from loaded
+// files that containerd cannot parse (tables pasted twice), so that the tree
+// loads and later tasks can measure it. Only the named runtimes are touched:
+// others, even ones whose names start with "nvidia" (k3s's
+// nvidia-experimental, microk8s's nvidia-container-runtime), are left as
+// they are and reported in the plan's notes.
 type Args struct {
 	Path         string    `yaml:"path"`
 	Config       string    `yaml:"config"`
@@ -67,12 +88,24 @@ type Args struct {
 
 // Validate fills derived defaults and checks what a type cannot.
 func (a *Args) Validate() error {
-	if a.State != "present" && a.State != "absent" {
-		return fmt.Errorf("state must be present or absent, not %q", a.State)
+	switch a.State {
+	case "present", "absent", "repair":
+	default:
+		return fmt.Errorf("state must be present, absent or repair, not %q", a.State)
 	}
-	for _, p := range []string{a.Path, a.Config, a.ToolkitDir} {
+	if a.State == "repair" && a.Path != Auto {
+		return fmt.Errorf("state repair looks at every loaded file: path must be %q", Auto)
+	}
+	if a.SetAsDefault && a.State != "present" {
+		return fmt.Errorf("set_as_default needs state present")
+	}
+	paths := []string{a.Config, a.ToolkitDir}
+	if a.Path != Auto {
+		paths = append(paths, a.Path)
+	}
+	for _, p := range paths {
 		if !filepath.IsAbs(p) {
-			return fmt.Errorf("path %q must be absolute", p)
+			return fmt.Errorf("path %q must be absolute (or %q for path)", p, Auto)
 		}
 	}
 	if len(a.Runtimes) == 0 {
@@ -159,16 +192,28 @@ func BinMajor(binVersion string) int {
 	return 1
 }
 
-// Check rebuilds the file and measures the candidate with the node's own
-// containerd.
+// edit is one file the plan may rewrite.
+type edit struct {
+	path string
+	live *transport.FileInfo
+	// cands are the candidate contents, most preferred first (one per
+	// layout tried for the target, one for a stripped file).
+	cands [][]byte
+	// layouts are the config versions of cands for the target.
+	layouts []int
+}
+
+// Check builds the candidate files and measures them with the node's own
+// containerd: it decides where the runtimes go (path auto), which layout the
+// daemon honours (on 2.x both layouts are staged and the first that makes
+// exactly the requested runtimes effective wins), and reads every option as
+// that daemon version decodes it.
 func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*module.Plan, error) {
 	a := ma.(*Args)
 	tree, err := ctrconf.Gather(ctx, h, a.Config, a.Containerd)
 	if err != nil {
 		return nil, fmt.Errorf("read containerd config: %w", err)
 	}
-	// Whether the runtime binaries are there is checked on the node, in
-	// the round trip that dumps the candidate when there is one.
 	var binCheck []transport.Cmd
 	if a.State == "present" {
 		binCheck = []transport.Cmd{a.binCheck()}
@@ -179,21 +224,11 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		}
 		return nil
 	}
-	var live *transport.FileInfo
-	if tf := tree.File(a.Path); tf != nil {
-		live = &transport.FileInfo{Path: a.Path, Exists: !tf.Missing, Content: tf.Content}
-	} else {
-		// No import loads the file: read it, so it is never clobbered.
-		snap, err := h.Query(ctx, transport.Query{Files: []string{a.Path}})
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", a.Path, err)
-		}
-		live = snap.File(a.Path)
-	}
 	names := make([]string, len(a.Runtimes))
 	for i, r := range a.Runtimes {
 		names[i] = r.Name
 	}
+	managed := nvidiatoml.IsManaged(names)
 
 	// The live dump comes with the ablation of every drop-in: the same
 	// Stage request containerd_dropins makes, so a play that runs both
@@ -202,39 +237,100 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	if err != nil {
 		return nil, fmt.Errorf("dump live config: %w", err)
 	}
+	major := BinMajor(tree.BinVersion)
 	prefix := DumpRuntimesPrefix(tree.BinVersion)
-	version := nvidiatoml.DetectVersion(live.Content)
-	if version == 0 {
-		version = tree.Version
-	}
-	if version == 0 {
-		version = 2
-	}
-	if version > 3 {
-		version = 3
-	}
-	rts := make([]nvidiatoml.Runtime, len(a.Runtimes))
-	rtype, opts := runcTemplate(base, prefix)
-	for i, r := range a.Runtimes {
-		rts[i] = nvidiatoml.Runtime{Name: r.Name, RuntimeType: rtype, BinaryName: r.BinaryName, Options: opts}
-	}
-	cand, err := nvidiatoml.Rebuild(live.Content, nvidiatoml.Layout{Version: version}, rts, a.SetAsDefault, a.State == "present")
-	if err != nil {
-		return nil, fmt.Errorf("rebuild %s: %w", a.Path, err)
-	}
-
 	plan := &module.Plan{}
 	plan.Evidence = append(plan.Evidence, evidence("live tree", tree, base))
+
+	target := ""
+	switch {
+	case a.Path != Auto:
+		target = a.Path
+	case a.State == "present":
+		var why string
+		target, why = choosePath(tree, major, managed)
+		plan.Notes = append(plan.Notes, why)
+	}
+
+	var target0 *edit
+	var edits []*edit
+	if target != "" {
+		e := &edit{path: target}
+		if tf := tree.File(target); tf != nil {
+			e.live = &transport.FileInfo{Path: target, Exists: !tf.Missing, Content: tf.Content}
+		} else {
+			// No import loads the file: read it, so it is never clobbered.
+			snap, err := h.Query(ctx, transport.Query{Files: []string{target}})
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", target, err)
+			}
+			e.live = snap.File(target)
+		}
+		if err := a.targetCandidates(e, tree, base, major, prefix); err != nil {
+			return nil, err
+		}
+		target0 = e
+		edits = append(edits, e)
+	}
+	if a.Path == Auto {
+		// Every other loaded file loses its copies of the managed runtimes,
+		// so exactly one set exists; repair touches only files that do not
+		// parse.
+		for _, f := range tree.Files {
+			if f.Missing || f.Path == target || (a.State == "repair" && f.Parses) {
+				continue
+			}
+			out, n := nvidiatoml.Strip(f.Content, managed, nvidiatoml.StripOptions{DropDefaultRuntimeName: a.State == "absent"})
+			if n == 0 {
+				continue
+			}
+			edits = append(edits, &edit{path: f.Path, live: &transport.FileInfo{Path: f.Path, Exists: true, Content: f.Content}, cands: [][]byte{out}})
+		}
+	}
+
+	// A target candidate that differs from the file only in zero values
+	// inside the managed runtime tables (the GPU Operator writes
+	// runtime_engine = "" and friends) loads exactly as the file does: the
+	// live dump above already proves what it does; no second dump, no write.
+	same := func(e *edit, cand []byte) bool {
+		return bytes.Equal(cand, e.live.Content) && e.live.Exists ||
+			e.live.Exists && sameButZeros(e.live.Content, cand, managed)
+	}
+	needDump := len(edits) > 1 || (len(edits) == 1 && (edits[0] != target0 || !same(target0, target0.cands[0])))
+	chosen := 0 // index into the variants
 	after := base
-	// A candidate that differs from the file only in zero values inside
-	// the nvidia runtime tables (the GPU Operator writes runtime_engine =
-	// "" and friends) loads exactly as the file does: every other byte is
-	// the file's own, and a runtime entry's fields default to zero. The
-	// live dump above already proves what the file does; no second dump,
-	// no write.
-	textChanged := !bytes.Equal(cand, live.Content) && !(live.Exists && sameButZeros(live.Content, cand, nvidiatoml.DefaultIsNvidia(names)))
-	if textChanged {
-		effs, extra, err := ctrconf.DumpManyWith(ctx, h, tree, []ctrconf.Overrides{{a.Path: cand}}, binCheck)
+	var diff []module.EffectiveChange
+	if !needDump {
+		if len(binCheck) > 0 {
+			snap, err := h.Query(ctx, transport.Query{Cmds: binCheck})
+			if err != nil {
+				return nil, fmt.Errorf("check runtime binaries: %w", err)
+			}
+			if err := binsMissing(snap.Cmds[0]); err != nil {
+				return nil, err
+			}
+		}
+		if err := a.checkEffective(tree, target, names, prefix, major, base, base, nil); err != nil {
+			return nil, &module.ValidationError{Msg: err.Error(), Evidence: plan.Evidence}
+		}
+	} else {
+		nv := 1
+		if target0 != nil {
+			nv = len(target0.cands)
+		}
+		variants := make([]ctrconf.Overrides, nv)
+		for i := range variants {
+			over := ctrconf.Overrides{}
+			for _, e := range edits {
+				c := e.cands[0]
+				if e == target0 {
+					c = e.cands[i]
+				}
+				over[e.path] = c
+			}
+			variants[i] = over
+		}
+		effs, extra, err := ctrconf.DumpManyWith(ctx, h, tree, variants, binCheck)
 		if err != nil {
 			return nil, fmt.Errorf("dump candidate: %w", err)
 		}
@@ -243,36 +339,60 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 				return nil, err
 			}
 		}
-		after = effs[0]
-		plan.Evidence = append(plan.Evidence, evidence("candidate tree with the rebuilt "+a.Path, tree, after))
-		if !after.OK {
-			return nil, &module.ValidationError{
-				Msg:      fmt.Sprintf("the candidate %s does not load with %s; the live file is unchanged:\n%s", a.Path, tree.Bin, after.Err),
-				Evidence: plan.Evidence,
+		var firstErr error
+		chosen = -1
+		for i, eff := range effs {
+			what := "candidate tree"
+			if target0 != nil {
+				what += fmt.Sprintf(" with %s rebuilt in the version %d layout", target, target0.layouts[i])
 			}
+			plan.Evidence = append(plan.Evidence, evidence(what, tree, eff))
+			if !eff.OK {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("the candidate tree does not load with %s; the live files are unchanged:\n%s", tree.Bin, eff.Err)
+				}
+				continue
+			}
+			d := ctrconf.Diff(base, eff)
+			if err := a.checkEffective(tree, target, names, prefix, major, base, eff, d); err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			chosen, after, diff = i, eff, d
+			break
 		}
-	} else if len(binCheck) > 0 {
-		snap, err := h.Query(ctx, transport.Query{Cmds: binCheck})
-		if err != nil {
-			return nil, fmt.Errorf("check runtime binaries: %w", err)
+		if chosen < 0 {
+			return nil, &module.ValidationError{Msg: firstErr.Error(), Evidence: plan.Evidence}
 		}
-		if err := binsMissing(snap.Cmds[0]); err != nil {
-			return nil, err
+		if target0 != nil && chosen > 0 {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("measured: with %s in the version %d layout, %s does not make the runtimes effective; the version %d layout does",
+				target, target0.layouts[0], tree.Bin, target0.layouts[chosen]))
 		}
 	}
-	diff := ctrconf.Diff(base, after)
-	if err := checkEffective(a, names, prefix, base, after, diff); err != nil {
-		return nil, &module.ValidationError{Msg: err.Error(), Evidence: plan.Evidence}
+	plan.Notes = append(plan.Notes, foreignNotes(after, major, managed)...)
+
+	for _, e := range edits {
+		cand := e.cands[0]
+		if e == target0 {
+			cand = e.cands[chosen]
+			if !writeNeeded(a, e.live, cand, base, diff) {
+				continue
+			}
+		} else if bytes.Equal(cand, e.live.Content) {
+			continue
+		}
+		fc := module.FileChange{Action: module.Update, Path: e.path, Before: e.live.Content, After: cand,
+			BeforeHash: module.Hash(e.live.Content), AfterHash: module.Hash(cand)}
+		if !e.live.Exists {
+			fc.Action, fc.Before, fc.BeforeHash, fc.Mode = module.Create, nil, "", 0o644
+		}
+		plan.Files = append(plan.Files, fc)
 	}
-	if !writeNeeded(a, live, cand, base, diff) {
+	if len(plan.Files) == 0 {
 		return plan, nil
 	}
-	fc := module.FileChange{Action: module.Update, Path: a.Path, Before: live.Content, After: cand,
-		BeforeHash: module.Hash(live.Content), AfterHash: module.Hash(cand)}
-	if !live.Exists {
-		fc.Action, fc.Before, fc.BeforeHash, fc.Mode = module.Create, nil, "", 0o644
-	}
-	plan.Files = []module.FileChange{fc}
 	if base.OK {
 		plan.Effective = diff
 	} else {
@@ -282,27 +402,195 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	return plan, nil
 }
 
+// targetCandidates rebuilds the target file once per layout to try, the
+// preferred first. containerd 1.x reads only the version 2 layout. 2.x
+// migrates each file on its own in 2.4 but not in every 2.x release (a
+// version 2 drop-in under a version 3 main config was measured ineffective
+// on 2.1.5), so the layout of the main config comes first and the file's
+// own layout second; both are staged and the dumps decide.
+func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effective, major int, prefix string) error {
+	fileVer := nvidiatoml.DetectVersion(e.live.Content)
+	var layouts []int
+	switch {
+	case a.State != "present":
+		// Nothing is rendered: one candidate, the file's own layout.
+		layouts = []int{max(2, min(fileVer, 3))}
+	case major < 2:
+		layouts = []int{2}
+	default:
+		pref := tree.Version
+		if e.path == tree.Main && fileVer != 0 {
+			pref = fileVer
+		}
+		switch {
+		case pref >= 3 || pref == 0:
+			pref = 3
+		case pref < 2:
+			pref = 2
+		}
+		layouts = []int{pref}
+		if fileVer >= 2 && min(fileVer, 3) != pref {
+			layouts = append(layouts, min(fileVer, 3))
+		}
+	}
+	rtype, opts := runcTemplate(base, major)
+	rts := make([]nvidiatoml.Runtime, len(a.Runtimes))
+	for i, r := range a.Runtimes {
+		rts[i] = nvidiatoml.Runtime{Name: r.Name, RuntimeType: rtype, BinaryName: r.BinaryName, Options: opts}
+	}
+	if a.State == "present" && major < 2 && !mentionsCRI(tree) && !slices.ContainsFunc(a.Runtimes, func(r Runtime) bool { return r.Name == "runc" }) {
+		// containerd 1.x: the first file to mention the CRI plugin brings a
+		// runtimes table that replaces the built-in one, and the built-in
+		// runc (the default runtime) would be gone. Render it as it is
+		// effective, so only the requested runtimes change.
+		if runc, ok := runtimesOf(base, major)["runc"]; ok {
+			// Every option as effective, zeros included: the built-in
+			// runc carries a full options table, and an absent one would
+			// show as a change.
+			raw, _ := runc["options"].(map[string]any)
+			all := map[string]any{}
+			for k, v := range runtimeopts.Canonical(major, raw, runtimeopts.RuncFields) {
+				if _, nested := v.(map[string]any); !nested {
+					all[k] = v
+				}
+			}
+			rts = append(rts, nvidiatoml.Runtime{Name: "runc", RuntimeType: rtype, Options: all})
+		}
+	}
+	for _, l := range layouts {
+		cand, err := nvidiatoml.Rebuild(e.live.Content, nvidiatoml.Layout{Version: l}, rts, a.SetAsDefault, a.State == "present")
+		if err != nil {
+			return fmt.Errorf("rebuild %s: %w", e.path, err)
+		}
+		if a.State == "present" && fileVer != 0 && min(fileVer, 3) != l {
+			cand = nvidiatoml.SetVersion(cand, l)
+		}
+		e.cands = append(e.cands, cand)
+		e.layouts = append(e.layouts, l)
+	}
+	return nil
+}
+
+// criPlugin is the plugin whose table holds the runtimes in containerd 1.x.
+const criPlugin = "io.containerd.grpc.v1.cri"
+
+// choosePath decides where the runtimes take effect, from what the tree
+// measures (issue 10, defect 5). containerd 1.x takes the whole CRI table
+// from the last loaded file that mentions the plugin, so the runtimes go into
+// that file; a new drop-in would replace that file's CRI settings. 2.x
+// merges per key, so a drop-in works: the last loaded drop-in that already
+// holds the managed runtimes, else conf.d/99-nvidia.toml beside the main
+// config when an import loads it, else the main config itself.
+func choosePath(tree *ctrconf.Tree, major int, managed func(string) bool) (string, string) {
+	dropin := filepath.Join(filepath.Dir(tree.Main), "conf.d", "99-nvidia.toml")
+	loadsDropin := tree.File(dropin) != nil
+	for _, pat := range tree.Imports {
+		if ok, err := filepath.Match(pat, dropin); err == nil && ok {
+			loadsDropin = true
+		}
+	}
+	if major < 2 {
+		owner := ""
+		for _, f := range tree.Files {
+			if !f.Missing && slices.Contains(f.Plugins, criPlugin) {
+				owner = f.Path
+			}
+		}
+		if owner != "" {
+			return owner, fmt.Sprintf("runtimes go into %s: it is the last file containerd 1.x loads that mentions %s, and that file's table is the whole plugin's configuration", owner, criPlugin)
+		}
+		if loadsDropin {
+			return dropin, fmt.Sprintf("runtimes go into %s: no loaded file mentions %s", dropin, criPlugin)
+		}
+		return tree.Main, fmt.Sprintf("runtimes go into %s: no loaded file mentions %s and no import loads %s", tree.Main, criPlugin, dropin)
+	}
+	for i := len(tree.Files) - 1; i >= 1; i-- {
+		f := tree.Files[i]
+		if f.Missing {
+			continue
+		}
+		if _, n := nvidiatoml.Strip(f.Content, managed, nvidiatoml.StripOptions{}); n > 0 {
+			return f.Path, fmt.Sprintf("runtimes go into %s: containerd 2.x merges files per key and this drop-in already defines them", f.Path)
+		}
+	}
+	if loadsDropin {
+		return dropin, fmt.Sprintf("runtimes go into the drop-in %s: containerd 2.x merges files per key", dropin)
+	}
+	return tree.Main, fmt.Sprintf("runtimes go into %s: no import of it loads %s", tree.Main, dropin)
+}
+
+// mentionsCRI reports whether any loaded file mentions the CRI plugin of
+// containerd 1.x.
+func mentionsCRI(tree *ctrconf.Tree) bool {
+	for _, f := range tree.Files {
+		if !f.Missing && slices.Contains(f.Plugins, criPlugin) {
+			return true
+		}
+	}
+	return false
+}
+
+// runtimesOf returns the CRI runtimes of an effective config, by name.
+func runtimesOf(e *ctrconf.Effective, major int) map[string]map[string]any {
+	plugin := criPlugin
+	if major >= 2 {
+		plugin = "io.containerd.cri.v1.runtime"
+	}
+	var node any = e.Values
+	for _, k := range []string{"plugins", plugin, "containerd", "runtimes"} {
+		m, ok := node.(map[string]any)
+		if !ok {
+			return nil
+		}
+		node = m[k]
+	}
+	m, _ := node.(map[string]any)
+	out := map[string]map[string]any{}
+	for k, v := range m {
+		if rt, ok := v.(map[string]any); ok {
+			out[k] = rt
+		}
+	}
+	return out
+}
+
+// foreignNotes names the effective runtimes that look like nvidia's but
+// are not managed by this task: they are left as they are.
+func foreignNotes(e *ctrconf.Effective, major int, managed func(string) bool) []string {
+	var other []string
+	for n := range runtimesOf(e, major) {
+		if !managed(n) && strings.Contains(strings.ToLower(n), "nvidia") {
+			other = append(other, n)
+		}
+	}
+	if len(other) == 0 {
+		return nil
+	}
+	sort.Strings(other)
+	return []string{fmt.Sprintf("runtimes %s are not managed by this task (not in its runtimes); left as they are", strings.Join(other, ", "))}
+}
+
 // sameButZeros reports whether two TOML files parse to the same values once
-// zero values are dropped inside nvidia runtime tables.
-func sameButZeros(a, b []byte, nvidia func(string) bool) bool {
+// zero values are dropped inside the managed runtime tables.
+func sameButZeros(a, b []byte, managed func(string) bool) bool {
 	var ma, mb map[string]any
 	if toml.Unmarshal(a, &ma) != nil || toml.Unmarshal(b, &mb) != nil {
 		return false
 	}
-	dropRuntimeZeros(ma, nil, nvidia)
-	dropRuntimeZeros(mb, nil, nvidia)
+	dropRuntimeZeros(ma, nil, managed)
+	dropRuntimeZeros(mb, nil, managed)
 	return reflect.DeepEqual(ma, mb)
 }
 
 // dropRuntimeZeros removes zero-valued leaves (and tables left empty) under
-// any plugins.<id>.containerd.runtimes.<nvidia name>.
-func dropRuntimeZeros(m map[string]any, path []string, nvidia func(string) bool) {
+// any plugins.<id>.containerd.runtimes.<managed name>.
+func dropRuntimeZeros(m map[string]any, path []string, managed func(string) bool) {
 	n := len(path)
-	inRuntime := n >= 5 && path[0] == "plugins" && path[2] == "containerd" && path[3] == "runtimes" && nvidia(path[4])
+	inRuntime := n >= 5 && path[0] == "plugins" && path[2] == "containerd" && path[3] == "runtimes" && managed(path[4])
 	for k, v := range m {
 		if sub, ok := v.(map[string]any); ok {
-			dropRuntimeZeros(sub, append(append([]string(nil), path...), k), nvidia)
-			if inRuntime || (n >= 4 && path[0] == "plugins" && path[3] == "runtimes" && nvidia(k)) {
+			dropRuntimeZeros(sub, append(append([]string(nil), path...), k), managed)
+			if inRuntime || (n >= 4 && path[0] == "plugins" && path[3] == "runtimes" && managed(k)) {
 				if len(sub) == 0 {
 					delete(m, k)
 				}
@@ -316,10 +604,10 @@ func dropRuntimeZeros(m map[string]any, path []string, nvidia func(string) bool)
 }
 
 // writeNeeded decides by meaning. With state absent the file must not
-// mention nvidia runtimes at all (a shadowed block is a trap for the next
-// person). With state present a rewrite is owed when the live tree does not
-// load, the file does not parse (duplicated tables), or the daemon would
-// load something different; formatting alone never triggers a write.
+// mention the managed runtimes at all (a shadowed block is a trap for the
+// next person). With state present a rewrite is owed when the live tree
+// does not load, the file does not parse (duplicated tables), or the daemon
+// would load something different; formatting alone never triggers a write.
 func writeNeeded(a *Args, live *transport.FileInfo, cand []byte, base *ctrconf.Effective, diff []module.EffectiveChange) bool {
 	if bytes.Equal(cand, live.Content) && live.Exists {
 		return false
@@ -334,22 +622,46 @@ func writeNeeded(a *Args, live *transport.FileInfo, cand []byte, base *ctrconf.E
 	return toml.Unmarshal(live.Content, &m) != nil
 }
 
-// checkEffective proves the candidate holds the requested runtimes and
-// changes nothing else in the effective config.
-func checkEffective(a *Args, names []string, prefix string, base, after *ctrconf.Effective, diff []module.EffectiveChange) error {
-	if a.State == "present" {
+// checkEffective proves the candidate holds the requested runtimes, each
+// with BinaryName as this daemon version decodes the options, and changes
+// nothing else in the effective config.
+func (a *Args) checkEffective(tree *ctrconf.Tree, target string, names []string, prefix string, major int, base, after *ctrconf.Effective, diff []module.EffectiveChange) error {
+	rts := runtimesOf(after, major)
+	switch a.State {
+	case "present":
 		var bad []string
 		for _, r := range a.Runtimes {
-			k := prefix + "." + ctrconf.JoinKey(r.Name) + ".options.BinaryName"
-			got, ok := after.Get(k)
-			if !ok || got != fmt.Sprintf("%q", r.BinaryName) && got != r.BinaryName {
-				bad = append(bad, fmt.Sprintf("%s (want %s, got %q)", k, r.BinaryName, got))
+			rt, ok := rts[r.Name]
+			if !ok {
+				bad = append(bad, fmt.Sprintf("runtime %s is not in the effective config", r.Name))
+				continue
+			}
+			opts, _ := rt["options"].(map[string]any)
+			v, key, ok := runtimeopts.Decode(major, opts, "BinaryName")
+			if !ok || v != r.BinaryName {
+				msg := fmt.Sprintf("runtime %s: containerd %d.x decodes BinaryName = %v from option key %q, want %s", r.Name, major, v, key, r.BinaryName)
+				if !ok {
+					msg = fmt.Sprintf("runtime %s: no option containerd %d.x decodes as BinaryName, want %s", r.Name, major, r.BinaryName)
+				}
+				if c := runtimeopts.Collisions(opts); len(c) > 0 {
+					msg += fmt.Sprintf(" (option keys that differ only in case: %v)", c)
+				}
+				bad = append(bad, msg)
 			}
 		}
 		if len(bad) > 0 {
-			return fmt.Errorf("after the change the node's containerd would still not load the requested runtimes:\n  %s\n"+
-				"a later drop-in probably owns the CRI plugin; see `nodeconverge explain` or run containerd_dropins first",
-				strings.Join(bad, "\n  "))
+			return fmt.Errorf("after the change the node's containerd would still not load the requested runtimes:\n  %s\n%s",
+				strings.Join(bad, "\n  "), diagnose(tree, target, after, major, names))
+		}
+	case "absent":
+		var left []string
+		for _, n := range names {
+			if _, ok := rts[n]; ok {
+				left = append(left, n)
+			}
+		}
+		if len(left) > 0 && a.Path == Auto {
+			return fmt.Errorf("after stripping every loaded file the runtimes %s are still effective", strings.Join(left, ", "))
 		}
 	}
 	if !base.OK {
@@ -370,9 +682,52 @@ func checkEffective(a *Args, names []string, prefix string, base, after *ctrconf
 	return nil
 }
 
+// diagnose names the measured cause of runtimes that are not effective in a
+// candidate tree: the file is not loaded, a later file owns the CRI plugin
+// (1.x), or a later file sets the runtime's options (2.x). It never guesses
+// a cause the tree does not show.
+func diagnose(tree *ctrconf.Tree, target string, after *ctrconf.Effective, major int, names []string) string {
+	if target == "" {
+		return "the runtimes are defined by no file this task edits"
+	}
+	idx := slices.Index(after.Files, target)
+	if idx < 0 {
+		return fmt.Sprintf("cause: containerd does not load %s: no import of %s (or of the files it imports) names it; imports: %s. Use path: auto, or a path an import loads",
+			target, tree.Main, strings.Join(tree.Imports, ", "))
+	}
+	var later []string
+	for _, p := range after.Files[idx+1:] {
+		f := tree.File(p)
+		if f == nil {
+			continue
+		}
+		if major < 2 {
+			if slices.Contains(f.Plugins, criPlugin) {
+				later = append(later, fmt.Sprintf("%s is loaded after %s and mentions %s: containerd 1.x takes that plugin's whole table from the last file that mentions it", p, target, criPlugin))
+			}
+			continue
+		}
+		for _, n := range names {
+			if _, k := nvidiatoml.Strip(f.Content, nvidiatoml.IsManaged([]string{n}), nvidiatoml.StripOptions{}); k > 0 {
+				later = append(later, fmt.Sprintf("%s is loaded after %s and sets runtime %s: containerd 2.x takes each key from the last file that sets it", p, target, n))
+			}
+		}
+	}
+	if len(later) > 0 {
+		return "cause: " + strings.Join(later, "; ") + ". Run containerd_dropins first, or use path: auto"
+	}
+	return fmt.Sprintf("cause: %s is loaded (file %d of %d) and no later file touches the runtimes; containerd %d.x does not take the runtimes from it in this layout (see docs/containerd-versions.md)",
+		target, idx+1, len(after.Files), major)
+}
+
 func intended(a *Args, names []string, prefix, key string) bool {
 	if strings.HasSuffix(key, ".default_runtime_name") {
 		return a.SetAsDefault || a.State == "absent"
+	}
+	if key == "imports" {
+		// The dump's imports lists the files loaded: a new drop-in that
+		// an existing glob picks up shows there, and is the point.
+		return true
 	}
 	rest, ok := strings.CutPrefix(key, prefix+".")
 	if !ok {
@@ -383,41 +738,33 @@ func intended(a *Args, names []string, prefix, key string) bool {
 			return true
 		}
 	}
-	// state absent removes every nvidia* runtime, requested or not.
-	return a.State == "absent" && strings.HasPrefix(strings.Trim(rest, `"`), "nvidia")
+	return false
 }
 
 // runcTemplate takes runtime_type and the options of the effective runc
 // entry, as nvidia-ctk does, so the nvidia runtimes inherit SystemdCgroup.
-// Values come from the flattened dump (TOML value text), read back through
-// the TOML parser so types survive.
-func runcTemplate(base *ctrconf.Effective, prefix string) (string, map[string]any) {
+// The options are read as the daemon decodes them and spelled once each
+// (runtimeopts.Canonical): runc's `binaryName` must not travel next to the
+// nvidia runtimes' own BinaryName (issue 10, defect 2).
+func runcTemplate(base *ctrconf.Effective, major int) (string, map[string]any) {
 	rtype := "io.containerd.runc.v2"
 	opts := map[string]any{}
 	if !base.OK {
 		return rtype, opts
 	}
-	runc := prefix + ".runc."
-	for k, text := range base.Flat() {
-		rest, ok := strings.CutPrefix(k, runc)
-		if !ok {
+	runc, ok := runtimesOf(base, major)["runc"]
+	if !ok {
+		return rtype, opts
+	}
+	if t, ok := runc["runtime_type"].(string); ok && t != "" {
+		rtype = t
+	}
+	raw, _ := runc["options"].(map[string]any)
+	for k, v := range runtimeopts.Canonical(major, raw, runtimeopts.RuncFields) {
+		if _, nested := v.(map[string]any); nested || strings.EqualFold(k, "BinaryName") || isZero(v) {
 			continue
 		}
-		var v struct{ V any }
-		if err := toml.Unmarshal([]byte("V = "+text), &v); err != nil {
-			continue // a value the dump prints in a form we cannot re-read is not worth copying
-		}
-		switch {
-		case rest == "runtime_type":
-			if t, ok := v.V.(string); ok && t != "" {
-				rtype = t
-			}
-		case strings.HasPrefix(rest, "options.") && !strings.Contains(strings.TrimPrefix(rest, "options."), "."):
-			name := strings.TrimPrefix(rest, "options.")
-			if name != "BinaryName" && !isZero(v.V) {
-				opts[name] = v.V
-			}
-		}
+		opts[k] = v
 	}
 	return rtype, opts
 }
@@ -444,15 +791,18 @@ func evidence(what string, t *ctrconf.Tree, e *ctrconf.Effective) module.Evidenc
 	return module.Evidence{What: what, Command: t.Bin + " --config <staged " + t.Main + "> config dump", OK: e.OK, Output: out, Required: true}
 }
 
-// Apply writes the rebuilt file atomically, keeping the old one in the
-// run's backup.
+// Apply writes the planned files atomically, keeping the old ones in the
+// run's backup; owner and mode of an existing file are kept.
 func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*module.Result, error) {
-	if len(p.Files) != 1 {
+	if len(p.Files) == 0 {
 		return nil, errors.New("containerd_nvidia: plan has no file to write")
 	}
-	fc := p.Files[0]
-	if _, err := h.Apply(ctx, []transport.Op{{Kind: transport.OpWrite, Path: fc.Path, Content: fc.After, Mode: fc.Mode, Backup: true}}); err != nil {
-		return nil, fmt.Errorf("write %s: %w", fc.Path, err)
+	ops := make([]transport.Op, len(p.Files))
+	for i, fc := range p.Files {
+		ops[i] = transport.Op{Kind: transport.OpWrite, Path: fc.Path, Content: fc.After, Mode: fc.Mode, Backup: true}
+	}
+	if _, err := h.Apply(ctx, ops); err != nil {
+		return nil, fmt.Errorf("write %s: %w", p.Files[0].Path, err)
 	}
 	return &module.Result{Changed: true, Files: p.Files}, nil
 }

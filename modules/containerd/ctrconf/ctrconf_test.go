@@ -12,6 +12,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/lab/labtest"
 )
 
 const (
@@ -203,8 +204,12 @@ func TestIncidentDumpAndAblate(t *testing.T) {
 	if c := byKey[nvidiaBin]; c.Before != "" || c.After != `"/usr/local/nvidia/toolkit/nvidia-container-runtime"` {
 		t.Errorf("Diff for %s = %+v", nvidiaBin, c)
 	}
-	if c := byKey["imports"]; c.Before == "" || strings.Contains(c.After, "zz-") {
-		t.Errorf("Diff shows imports as %+v", c)
+	// imports and version describe the tree, not the daemon: a drop-in
+	// added or removed must not read as a changed setting (issue 10, 3).
+	for _, k := range []string{"imports", "version"} {
+		if c, ok := byKey[k]; ok {
+			t.Errorf("Diff shows %s as a changed setting: %+v", k, c)
+		}
 	}
 	for i := 1; i < len(changes); i++ {
 		if changes[i-1].Key >= changes[i].Key {
@@ -286,11 +291,11 @@ func TestExplainIncident(t *testing.T) {
 		lost[l.File+" "+l.Key] = l
 	}
 	for _, want := range []LostKey{
-		{Key: nvidiaBin, File: nvidia, Written: `"/usr/local/nvidia/toolkit/nvidia-container-runtime"`, Absent: true, Winner: zz},
-		{Key: runtimes + ".nvidia-cdi.runtime_type", File: nvidia, Written: `"io.containerd.runc.v2"`, Absent: true, Winner: zz},
-		{Key: systemd, File: nvidia, Written: "true", Effective: "false", Winner: zz},
-		{Key: systemd, File: mainPath, Written: "true", Effective: "false", Winner: zz},
-		{Key: sandbox, File: nvidia, Written: `"registry.k8s.io/pause:3.9"`, Effective: `"registry.k8s.io/pause:3.6"`, Winner: zz},
+		{Key: nvidiaBin, File: nvidia, Written: `"/usr/local/nvidia/toolkit/nvidia-container-runtime"`, Absent: true, Winner: zz, Cause: CauseDropped},
+		{Key: runtimes + ".nvidia-cdi.runtime_type", File: nvidia, Written: `"io.containerd.runc.v2"`, Absent: true, Winner: zz, Cause: CauseDropped},
+		{Key: systemd, File: nvidia, Written: "true", Effective: "false", Winner: zz, Cause: CauseReset},
+		{Key: systemd, File: mainPath, Written: "true", Effective: "false", Winner: zz, Cause: CauseReset},
+		{Key: sandbox, File: nvidia, Written: `"registry.k8s.io/pause:3.9"`, Effective: `"registry.k8s.io/pause:3.6"`, Winner: zz, Cause: CauseReset},
 	} {
 		got, ok := lost[want.File+" "+want.Key]
 		if !ok {
@@ -489,4 +494,38 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// Issue 11, item 11: containerd 2.x's `config dump` exits 0 when a path its
+// import glob matches is a dangling symlink, and prints the config without
+// it and every file after it; the daemon refuses the tree. Gather records
+// why each such path cannot be loaded, and Explain never presents that
+// dump as what the daemon runs.
+func TestUnloadableImportsAreNotProof(t *testing.T) {
+	mainPath, confd := incident(t)
+	if err := os.Symlink(filepath.Join(confd, "gone"), filepath.Join(confd, "40-gone.toml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(confd, "50-dir.toml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := newLocal()
+	tree, err := Gather(context.Background(), h, mainPath, labtest.Containerd(t, labtest.Containerd2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, u := range tree.Undecidable() {
+		got[filepath.Base(u.Path)] = u.Why
+	}
+	if diff := cmp.Diff(map[string]string{"40-gone.toml": "is a dangling symlink", "50-dir.toml": "is a directory"}, got); diff != "" {
+		t.Fatalf("Undecidable (-want +got):\n%s", diff)
+	}
+	x, err := ExplainTree(context.Background(), h, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.OK || !strings.Contains(x.Err, "40-gone.toml") || len(x.Unloadable) != 2 {
+		t.Fatalf("Explain took 2.x's dump of a tree the daemon refuses as loading: ok=%v err=%q unloadable=%v", x.OK, x.Err, x.Unloadable)
+	}
 }

@@ -110,6 +110,8 @@ type LostKey struct {
 	// key; "" when no file did (containerd does not know the key).
 	Winner string `json:"winner,omitempty"`
 	Reason string `json:"reason"`
+	// Cause classifies Reason: one of the Cause constants.
+	Cause string `json:"cause"`
 }
 
 // ParseFailure is a file that is not valid TOML.
@@ -128,6 +130,10 @@ type Explanation struct {
 	Files []string `json:"files"`
 	// Missing are imported files that do not exist.
 	Missing []string `json:"missing,omitempty"`
+	// Unloadable are paths of the tree containerd cannot read as a file
+	// (a directory, a dangling symlink a glob matched): the daemon refuses
+	// the tree, whatever 2.x's `config dump` prints.
+	Unloadable []ParseFailure `json:"unloadable,omitempty"`
 	// Unparseable are files that are not valid TOML.
 	Unparseable []ParseFailure `json:"unparseable,omitempty"`
 	// OK is set when containerd loads the tree; Err is its complaint
@@ -159,11 +165,18 @@ func Explain(ctx context.Context, h transport.Reader, mainPath, containerdBin st
 
 // ExplainTree is Explain for a tree already gathered.
 func ExplainTree(ctx context.Context, h transport.Reader, t *Tree) (*Explanation, error) {
+	x, _, _, err := explainTree(ctx, h, t)
+	return x, err
+}
+
+func explainTree(ctx context.Context, h transport.Reader, t *Tree) (*Explanation, *Effective, []*Effective, error) {
 	n := len(t.Files)
 	x := &Explanation{Main: t.Main, Version: t.Version, BinVersion: t.BinVersion, Owners: map[string]string{}, Warnings: t.Warnings}
 	for _, f := range t.Files {
 		x.Files = append(x.Files, f.Path)
-		if f.Missing {
+		if f.Unloadable != "" && f.Unloadable != "does not exist" {
+			x.Unloadable = append(x.Unloadable, ParseFailure{File: f.Path, Err: f.Unloadable})
+		} else if f.Missing {
 			x.Missing = append(x.Missing, f.Path)
 		} else if !f.Parses {
 			x.Unparseable = append(x.Unparseable, ParseFailure{File: f.Path, Err: f.ParseErr})
@@ -188,16 +201,28 @@ func ExplainTree(ctx context.Context, h transport.Reader, t *Tree) (*Explanation
 	}
 	effs, err := dumpVariants(ctx, h, t, t.Bin, vs)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	defaults, prefixes, ablated := effs[0], effs[1:n+1], effs[n+1:]
 	base := prefixes[n-1]
 	x.OK, x.Err = base.OK, base.Err
+	if base.OK {
+		for _, u := range t.Undecidable() {
+			if !u.Parse {
+				// 2.x's dump skips what it cannot read (and every file
+				// after it); the daemon refuses to start. The dump is
+				// not the daemon here.
+				base = &Effective{Err: fmt.Sprintf("containerd cannot load %s: it %s", u.Path, u.Why)}
+				x.OK, x.Err = false, base.Err
+				break
+			}
+		}
+	}
 	if !base.OK {
-		return x, nil
+		return x, base, nil, nil
 	}
 	if !defaults.OK {
-		return nil, fmt.Errorf("%s: containerd cannot dump its own defaults: %s", h.Host(), defaults.Err)
+		return nil, nil, nil, fmt.Errorf("%s: containerd cannot dump its own defaults: %s", h.Host(), defaults.Err)
 	}
 
 	// hist[k] is the flattened dump after k files (hist[0]: defaults); a
@@ -242,7 +267,8 @@ func ExplainTree(ctx context.Context, h transport.Reader, t *Tree) (*Explanation
 
 	x.Shadows = shadowsOf(t, base, ablated)
 	x.Lost = lostKeys(t, hist, origin)
-	return x, nil
+	sortLost(t, x.Lost)
+	return x, base, ablated, nil
 }
 
 // lastChange is the index of the last file whose loading changed key (its
@@ -284,22 +310,29 @@ func lostKeys(t *Tree, hist []map[string]string, origin map[string]KeyOrigin) []
 			if ok {
 				o := origin[ekey]
 				switch {
-				case o.File != "":
-					l.Winner = o.File
+				case o.File != "" && !o.Inferred:
+					l.Winner, l.Cause = o.File, CauseOverridden
 					l.Reason = "overridden by " + o.File
+				case o.File != "":
+					// The last change came from a file that does not
+					// spell the key (a value containerd derives).
+					l.Winner, l.Cause = o.File, CauseOverridden
+					l.Reason = "changed when " + o.File + " was loaded"
 				case o.ResetBy != "":
-					l.Winner = o.ResetBy
+					l.Winner, l.Cause = o.ResetBy, CauseReset
 					l.Reason = "reset to the default by " + o.ResetBy + ", which replaces the whole plugin table"
 				default:
+					l.Cause = CauseDefault
 					l.Reason = "containerd uses its default"
 				}
 			} else if k := lastRemoval(hist, key); k >= 0 {
-				l.Winner = t.Files[k].Path
+				l.Winner, l.Cause = t.Files[k].Path, CauseDropped
 				l.Reason = "dropped when " + l.Winner + " was loaded"
 				if p := pluginOf(key); p != "" && l.Winner != f.Path {
 					l.Reason += ", which replaces the whole " + p + " table"
 				}
 			} else {
+				l.Cause = CauseUnknown
 				l.Reason = "never effective: containerd does not know this key"
 			}
 			out = append(out, l)

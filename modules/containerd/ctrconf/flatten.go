@@ -188,11 +188,17 @@ func Diff(before, after *Effective) []module.EffectiveChange {
 func diffFlat(b, a map[string]string) []module.EffectiveChange {
 	var out []module.EffectiveChange
 	for k, bv := range b {
+		if NotASetting(k) {
+			continue
+		}
 		if av, ok := a[k]; !ok || av != bv {
 			out = append(out, change(k, bv, a[k]))
 		}
 	}
 	for k, av := range a {
+		if NotASetting(k) {
+			continue
+		}
 		if _, ok := b[k]; !ok {
 			out = append(out, change(k, "", av))
 		}
@@ -200,6 +206,12 @@ func diffFlat(b, a map[string]string) []module.EffectiveChange {
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }
+
+// NotASetting reports whether a dump key describes the tree rather than
+// configuring the daemon: `imports` lists the files that were loaded and
+// `version` the schema. A new drop-in changes `imports` by existing, so
+// neither may count as an effective setting that a change alters.
+func NotASetting(key string) bool { return key == "imports" || key == "version" }
 
 // change builds an EffectiveChange with credentials redacted.
 func change(key, before, after string) module.EffectiveChange {

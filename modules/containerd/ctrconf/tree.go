@@ -51,8 +51,17 @@ type Tree struct {
 type File struct {
 	Path    string
 	Content []byte
-	// Missing is set for a file an import names that is not on the node.
+	// Missing is set for a file an import names that is not on the node,
+	// and for any path containerd cannot read as a regular file.
 	Missing bool
+	// Unloadable says why containerd would not load the path as a config
+	// file ("is a directory", "is a dangling symlink", ...), "" for a
+	// regular file. Such a path is part of the tree (a glob matched it or
+	// an import names it) and the daemon refuses the tree, but containerd
+	// 2.x's `config dump` does not: it prints the config without the path
+	// and without every file queued after it. A tree with one is never
+	// measured as if it loaded.
+	Unloadable string
 	// Parses reports whether the file is valid TOML; ParseErr says why not
 	// (a file with duplicated tables does not parse, and containerd
 	// refuses it).
@@ -67,6 +76,8 @@ type File struct {
 	// from its table headers.
 	Plugins []string
 
+	// mainVersion is the version plugin names were migrated with.
+	mainVersion int
 	// keys are the flattened keys the file writes with their raw
 	// (unredacted) canonical values; nil when the file does not parse.
 	keys map[string]string
@@ -129,18 +140,20 @@ func Gather(ctx context.Context, h transport.Reader, mainPath, containerdBin str
 	}
 	known := map[string]*File{}
 	version := 0
-	addFile := func(fi *transport.FileInfo, p string) {
+	addFile := func(fi *transport.FileInfo, p string, globbed bool) {
 		f := &File{Path: p}
-		if fi == nil || !fi.Exists || fi.IsDir {
-			// containerd cannot read it either: the dump fails on it.
+		if fi == nil || !fi.Exists || !fi.Mode.IsRegular() {
+			// containerd cannot read it either; 1.x's dump fails on it,
+			// 2.x's silently stops loading there.
 			f.Missing = true
+			f.Unloadable = unloadable(fi, globbed)
 		} else {
 			f.Content = fi.Content
 			f.analyze(version)
 		}
 		known[p] = f
 	}
-	addFile(snap.File(mainPath), mainPath)
+	addFile(snap.File(mainPath), mainPath, false)
 	t.Version = known[mainPath].Version
 	if t.Version != 0 {
 		// Plugin names are migrated by the version the main file declares.
@@ -176,7 +189,7 @@ func Gather(ctx context.Context, h transport.Reader, mainPath, containerdBin str
 			return nil, fmt.Errorf("%s: read imports of %s: %w", h.Host(), mainPath, err)
 		}
 		for _, p := range needPaths {
-			addFile(snap.File(p), p)
+			addFile(snap.File(p), p, false)
 		}
 		for _, g := range needGlobs {
 			seen := map[string]bool{}
@@ -193,7 +206,7 @@ func Gather(ctx context.Context, h transport.Reader, mainPath, containerdBin str
 					seen[m] = true
 					matches = append(matches, m)
 					if _, ok := known[m]; !ok {
-						addFile(snap.File(m), m)
+						addFile(snap.File(m), m, true)
 					}
 				}
 			}
@@ -223,6 +236,7 @@ func (f *File) analyze(mainVersion int) {
 	if f.Missing {
 		return
 	}
+	f.mainVersion = mainVersion
 	var doc map[string]any
 	err := toml.Unmarshal(f.Content, &doc)
 	if err != nil {
@@ -407,7 +421,12 @@ func scanImports(content []byte) ([]string, error) {
 	var v struct {
 		Imports []string `toml:"imports"`
 	}
+	// A CRLF file leaves a '\r' at the end of every line split at '\n';
+	// a bare '\r' is not TOML, so the fragment keeps whole line endings.
 	frag := strings.Join(lines[start:end], "\n")
+	if strings.HasSuffix(frag, "\r") {
+		frag += "\n"
+	}
 	if err := toml.Unmarshal([]byte(frag), &v); err != nil {
 		return nil, fmt.Errorf("parse imports: %w", err)
 	}

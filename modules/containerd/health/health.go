@@ -17,17 +17,21 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"nodeconverge/engine/transport"
+	"nodeconverge/modules/containerd/runtimeopts"
 )
 
 // Options say what to check and how long to wait.
 type Options struct {
-	Service    string        // systemd unit, e.g. containerd
-	Address    string        // containerd socket
-	Ctr        string        // ctr binary
-	Containerd string        // containerd binary, for `config dump`
-	Config     string        // main config file the daemon runs with
-	Runtimes   []string      // runtimes the play expects
-	Timeout    time.Duration // deadline for the unit and the CRI plugin
+	Service    string   // systemd unit, e.g. containerd
+	Address    string   // containerd socket
+	Ctr        string   // ctr binary
+	Containerd string   // containerd binary, for `config dump`
+	Config     string   // main config file the daemon runs with
+	Runtimes   []string // runtimes the play expects
+	// BinaryNames, optional, is the BinaryName each expected runtime must
+	// have as the daemon decodes its options.
+	BinaryNames map[string]string
+	Timeout     time.Duration // deadline for the unit and the CRI plugin
 }
 
 // Report is one gate round.
@@ -43,6 +47,9 @@ type Report struct {
 	// Runtimes found in the effective config, and those missing.
 	Runtimes        []string `json:"runtimes,omitempty"`
 	MissingRuntimes []string `json:"missing_runtimes,omitempty"`
+	// BinaryNames are the expected runtimes' BinaryName as the daemon's
+	// version decodes their options (see runtimeopts).
+	BinaryNames map[string]string `json:"binary_names,omitempty"`
 	// Failure says which gate failed and why; "" when all passed.
 	Failure string `json:"failure,omitempty"`
 	// Hint is advice for a known failure.
@@ -196,6 +203,13 @@ func Gate(ctx context.Context, h transport.Reader, o Options) (*Report, error) {
 			if len(r.MissingRuntimes) > 0 {
 				r.Failure = fmt.Sprintf("runtimes %s missing from the effective config (it has %s)",
 					strings.Join(r.MissingRuntimes, ", "), strings.Join(r.Runtimes, ", "))
+			} else if bins, problems, err := binaryNames(dump.Stdout, o.Runtimes, o.BinaryNames); err != nil {
+				r.Failure = fmt.Sprintf("read the effective config: %v", err)
+			} else {
+				r.BinaryNames = bins
+				if len(problems) > 0 {
+					r.Failure = strings.Join(problems, "; ")
+				}
 			}
 		}
 	}
@@ -258,4 +272,55 @@ func runtimes(dump []byte) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// binaryNames reads the BinaryName of each expected runtime of a `config
+// dump` as that daemon decodes the options: the dump's version says which
+// generation printed it (1.x prints 2, 2.x prints 3 or 4). A runtime whose
+// options spell BinaryName more than once with different values is a
+// problem even when the decoded value looks right: the other generation
+// decodes the other one (issue 10, defect 2). So is a decoded value other
+// than want's.
+func binaryNames(dump []byte, expected []string, want map[string]string) (map[string]string, []string, error) {
+	var cfg map[string]any
+	if err := toml.Unmarshal(dump, &cfg); err != nil {
+		return nil, nil, fmt.Errorf("parse config dump: %w", err)
+	}
+	major, plugin := 2, "io.containerd.cri.v1.runtime"
+	if v, ok := cfg["version"].(int64); ok && v <= 2 {
+		major, plugin = 1, "io.containerd.grpc.v1.cri"
+	}
+	var node any = cfg
+	for _, k := range []string{"plugins", plugin, "containerd", "runtimes"} {
+		m, _ := node.(map[string]any)
+		node = m[k]
+	}
+	rts, _ := node.(map[string]any)
+	got := map[string]string{}
+	var problems []string
+	for _, n := range expected {
+		rt, _ := rts[n].(map[string]any)
+		opts, _ := rt["options"].(map[string]any)
+		v, key, ok := runtimeopts.Decode(major, opts, "BinaryName")
+		s, _ := v.(string)
+		if ok {
+			got[n] = s
+		}
+		var spellings []string
+		values := map[string]bool{}
+		for k, x := range opts {
+			if strings.EqualFold(k, "BinaryName") {
+				spellings = append(spellings, k)
+				values[fmt.Sprint(x)] = true
+			}
+		}
+		if len(values) > 1 {
+			sort.Strings(spellings)
+			problems = append(problems, fmt.Sprintf("runtime %s: options %s disagree; containerd %d.x decodes %s = %q", n, strings.Join(spellings, ", "), major, key, s))
+		}
+		if w := want[n]; w != "" && s != w {
+			problems = append(problems, fmt.Sprintf("runtime %s: containerd %d.x decodes BinaryName = %q (option %q), want %q", n, major, s, key, w))
+		}
+	}
+	return got, problems, nil
 }

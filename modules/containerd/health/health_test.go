@@ -76,3 +76,35 @@ func TestRuntimesFromRealDumps(t *testing.T) {
 		t.Errorf("garbage dump: err = %v", err)
 	}
 }
+
+// TestBinaryNamesAsDecoded (issue 10, defect 2): the gate reads BinaryName
+// as the dump's containerd generation decodes it, and fails a runtime whose
+// options spell it twice with different values, the shape that made 2.x run
+// plain runc while every check passed.
+func TestBinaryNamesAsDecoded(t *testing.T) {
+	for _, c := range []struct {
+		version int
+		plugin  string
+		want    string
+	}{
+		{2, "io.containerd.grpc.v1.cri", "/nv/nvidia-container-runtime"},
+		{3, "io.containerd.cri.v1.runtime", "/usr/local/bin/runc"},
+	} {
+		dump := "version = " + strconv.Itoa(c.version) + "\n[plugins.\"" + c.plugin + "\".containerd.runtimes.nvidia.options]\n" +
+			"  BinaryName = \"/nv/nvidia-container-runtime\"\n  binaryName = \"/usr/local/bin/runc\"\n"
+		got, problems, err := binaryNames([]byte(dump), []string{"nvidia"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got["nvidia"] != c.want || len(problems) != 1 || !strings.Contains(problems[0], "disagree") {
+			t.Errorf("version %d: got %v, problems %q; want %s and one problem", c.version, got, problems, c.want)
+		}
+		clean := "version = " + strconv.Itoa(c.version) + "\n[plugins.\"" + c.plugin + "\".containerd.runtimes.nvidia.options]\n  BinaryName = \"/nv/x\"\n"
+		if _, problems, err := binaryNames([]byte(clean), []string{"nvidia"}, map[string]string{"nvidia": "/nv/y"}); err != nil || len(problems) != 1 {
+			t.Errorf("version %d: want one problem for a wrong BinaryName, got %q %v", c.version, problems, err)
+		}
+		if _, problems, err := binaryNames([]byte(clean), []string{"nvidia"}, map[string]string{"nvidia": "/nv/x"}); err != nil || len(problems) != 0 {
+			t.Errorf("version %d: clean dump: problems %q %v", c.version, problems, err)
+		}
+	}
+}

@@ -262,7 +262,7 @@ func namesRule(rts []Runtime) func(string) bool {
 	for i, r := range rts {
 		names[i] = r.Name
 	}
-	return DefaultIsNvidia(names)
+	return IsManaged(names)
 }
 
 func wantHeaders(rts []Runtime) int {

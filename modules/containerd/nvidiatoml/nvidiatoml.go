@@ -12,8 +12,11 @@
 // What counts as "part of an nvidia runtime":
 //   - a table header [P.NAME] or [[P.NAME...]] with P one of the runtimes
 //     prefixes below and NAME accepted by isNvidia, every table beneath it,
-//     and every line of their bodies (comments and blank lines included) up
-//     to the next header;
+//     and the lines of their bodies up to the next header, except the
+//     comments that follow the body's last key, indented no deeper than its
+//     header (from the first such comment on, blank lines included): those
+//     are the operator's notes about what comes next, and an nvidia block
+//     pasted above them must not take them along;
 //   - the comment lines directly above such a header (no blank line in
 //     between) that are indented no deeper than the header: they describe
 //     it ("# nvidia runtime"). By the same rule, comment lines at the end of
@@ -34,7 +37,6 @@ package nvidiatoml
 
 import (
 	"slices"
-	"strings"
 )
 
 // Runtime is one containerd runtime handler to render.
@@ -92,16 +94,17 @@ func (l Layout) RuntimesPrefix() string {
 	return formatPath([]string{"plugins", p, "containerd", "runtimes"})
 }
 
-// DefaultIsNvidia returns the rule the containerd_nvidia module strips by:
-// a runtime is nvidia's if its name is one of requested or starts with
-// "nvidia". The prefix rule catches leftovers of earlier installs
-// (nvidia-legacy, nvidia-cdi) even when the play no longer asks for them; it
-// also catches an unrelated runtime that merely starts with "nvidia"
-// (nvidiax), which is the price of that guarantee.
-func DefaultIsNvidia(requested []string) func(string) bool {
+// IsManaged returns the rule the containerd_nvidia module strips by: a
+// runtime is the module's if its name is one of the requested names, and
+// only then. k3s's nvidia-experimental and microk8s's
+// nvidia-container-runtime are other installers' runtimes that merely start
+// with "nvidia"; they are left alone (issue 10, defect 7). Leftovers of an
+// earlier install are managed when the play names them, as the default
+// names (the GPU Operator's nvidia, nvidia-cdi, nvidia-legacy) do.
+func IsManaged(requested []string) func(string) bool {
 	req := slices.Clone(requested)
 	return func(name string) bool {
-		return strings.HasPrefix(name, "nvidia") || slices.Contains(req, name)
+		return slices.Contains(req, name)
 	}
 }
 

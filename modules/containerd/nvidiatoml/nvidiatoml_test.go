@@ -34,9 +34,13 @@ func TestRuntimesPrefix(t *testing.T) {
 	}
 }
 
-func TestDefaultIsNvidia(t *testing.T) {
-	is := DefaultIsNvidia([]string{"gpu"})
-	for name, want := range map[string]bool{"nvidia": true, "nvidia-cdi": true, "nvidiax": true, "gpu": true, "runc": false, "my-nvidia": false, "NVIDIA": false} {
+// TestIsManaged (issue 10, defect 7): only the named runtimes are the
+// module's; k3s's nvidia-experimental and microk8s's
+// nvidia-container-runtime are not, though they start with "nvidia".
+func TestIsManaged(t *testing.T) {
+	is := IsManaged([]string{"gpu", "nvidia", "nvidia-cdi"})
+	for name, want := range map[string]bool{"nvidia": true, "nvidia-cdi": true, "nvidiax": false, "gpu": true, "runc": false, "my-nvidia": false, "NVIDIA": false,
+		"nvidia-experimental": false, "nvidia-container-runtime": false, "nvidia-legacy": false} {
 		if got := is(name); got != want {
 			t.Errorf("%q: %v, want %v", name, got, want)
 		}
@@ -50,7 +54,7 @@ func TestStripCountsAndDefault(t *testing.T) {
 		"[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia]\n" +
 		"  a = 1\n  b = 2\n" +
 		"[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia.options]\n"
-	is := DefaultIsNvidia(nil)
+	is := IsManaged([]string{"nvidia"})
 	out, n := Strip([]byte(src), is, StripOptions{})
 	if want := "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  default_runtime_name = \"nvidia\"\n"; string(out) != want || n != 3 {
 		t.Errorf("Strip = %q, %d; want %q, 3", out, n, want)
@@ -144,4 +148,35 @@ func TestContainerdRejectsDuplicatedInput(t *testing.T) {
 		return
 	}
 	t.Fatal("golden case 03-main-appended-twice not found")
+}
+
+// TestValidateRuntimesCaseCollisions (issue 10, defect 2): an option spelled
+// binaryName next to the BinaryName field, or two options that differ only
+// in case, are refused: containerd 2.x would decode only one of them.
+func TestValidateRuntimesCaseCollisions(t *testing.T) {
+	for _, opts := range []map[string]any{
+		{"binaryName": "/usr/local/bin/runc"},
+		{"BINARYNAME": "/usr/local/bin/runc"},
+		{"SystemdCgroup": true, "systemdCgroup": false},
+	} {
+		rts := []Runtime{{Name: "nvidia", RuntimeType: "io.containerd.runc.v2", BinaryName: "/x/nvidia-container-runtime", Options: opts}}
+		if err := ValidateRuntimes(rts); err == nil {
+			t.Errorf("options %v accepted", opts)
+		}
+		if _, err := Rebuild(nil, Layout{Version: 3}, rts, false, true); err == nil {
+			t.Errorf("Rebuild with options %v did not fail", opts)
+		}
+	}
+}
+
+func TestSetVersion(t *testing.T) {
+	for in, want := range map[string]string{
+		"# c\r\nversion = 2 # two\r\n[a]\r\nversion = 2\r\n": "# c\r\nversion = 3 # two\r\n[a]\r\nversion = 2\r\n",
+		"[a]\nversion = 2\n": "[a]\nversion = 2\n",
+		"x = 1\n":            "x = 1\n",
+	} {
+		if got := string(SetVersion([]byte(in), 3)); got != want {
+			t.Errorf("SetVersion(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

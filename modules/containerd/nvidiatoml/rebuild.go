@@ -56,7 +56,7 @@ func lastLineBlank(out []byte) bool {
 
 // Rebuild strips every nvidia runtime from src and, if present, writes rts
 // back as exactly one set in layout l. Runtimes count as nvidia's by
-// DefaultIsNvidia over the names in rts, so rts also names what to remove
+// IsManaged over the names in rts, so rts also names what to remove
 // when present is false.
 //
 // The set goes where the first stripped nvidia table was (its attached
@@ -93,7 +93,7 @@ func Rebuild(src []byte, l Layout, rts []Runtime, setDefault bool, present bool)
 	for i, rt := range rts {
 		names[i] = rt.Name
 	}
-	isNvidia := DefaultIsNvidia(names)
+	isNvidia := IsManaged(names)
 	c := classify(src, rules{
 		isNvidia: isNvidia,
 		dropDefault: func(plugin, v string) bool {
@@ -108,15 +108,7 @@ func Rebuild(src []byte, l Layout, rts []Runtime, setDefault bool, present bool)
 	}
 	// The newline style comes from the lines that stay, so that it cannot
 	// change once the nvidia lines are replaced by rendered ones.
-	kept := c.kept()
-	nl := newlineOf(kept)
-	if !bytes.Contains(kept, []byte("\n")) {
-		nl = newlineOf(src)
-		if bytes.HasSuffix(kept, []byte("\r")) {
-			// The "\n" added to end that line would make it CRLF.
-			nl = "\r\n"
-		}
-	}
+	nl := c.keptNewline()
 	replace := map[int][]byte{}
 	after := map[int][]byte{}
 	var head []byte
@@ -131,7 +123,7 @@ func Rebuild(src []byte, l Layout, rts []Runtime, setDefault bool, present bool)
 		// Take the indentation of the table replaced, so files written
 		// in containerd's nested dump style keep their shape.
 		h := c.stmts[c.firstHeader]
-		block = indentLines(block, c.src[h.start:h.start+h.indent])
+		block = indentLines(block, c.src[h.start:h.start+int(h.indent)])
 	}
 
 	out := make([]byte, 0, len(src)+len(block)+64)
@@ -189,6 +181,31 @@ func Rebuild(src []byte, l Layout, rts []Runtime, setDefault bool, present bool)
 		place(len(c.stmts))
 	}
 	return out, nil
+}
+
+// keptNewline is the newline style of the lines that stay: that of the
+// first kept line ending, else the source's, else CRLF when the last kept
+// line ends in '\r' (the "\n" added to end it would make it CRLF). It reads
+// the statements in place, so a large file is not copied to learn it.
+func (c *classified) keptNewline() string {
+	lastCR := false
+	for i, s := range c.stmts {
+		if c.drop[i] {
+			continue
+		}
+		chunk := c.src[s.start:s.end]
+		if j := bytes.IndexByte(chunk, '\n'); j >= 0 {
+			if j > 0 && chunk[j-1] == '\r' {
+				return "\r\n"
+			}
+			return "\n"
+		}
+		lastCR = bytes.HasSuffix(chunk, []byte("\r"))
+	}
+	if lastCR {
+		return "\r\n"
+	}
+	return newlineOf(c.src)
 }
 
 func (c *classified) lastKept() int {
@@ -265,12 +282,12 @@ func (c *classified) setDefault(plugin, name, nl string, replace, after map[int]
 			c.drop[i] = true
 		}
 	case header >= 0:
-		indent := strings.Repeat(" ", c.stmts[header].indent+2)
+		indent := strings.Repeat(" ", int(c.stmts[header].indent)+2)
 		after[header] = []byte(indent + "default_runtime_name = " + value + nl)
 	case dotted >= 0:
 		s := c.stmts[dotted]
 		rel := append(slices.Clone(containerd[len(c.table[dotted]):]), "default_runtime_name")
-		after[dotted] = []byte(string(c.src[s.start:s.start+s.indent]) + formatPath(rel) + " = " + value + nl)
+		after[dotted] = []byte(string(c.src[s.start:s.start+int(s.indent)]) + formatPath(rel) + " = " + value + nl)
 	default:
 		return []byte("[" + formatPath(containerd) + "]" + nl +
 			"  default_runtime_name = " + value + nl + nl), nil
@@ -304,4 +321,33 @@ func indentLines(b, indent []byte) []byte {
 		out = append(out, line...)
 	}
 	return out
+}
+
+// SetVersion returns src with the value of its top-level `version = N`
+// line replaced by v, every other byte kept; src unchanged when it has no
+// such line (a file without one is migrated from version 0 by containerd
+// 2.x, which reads any layout, so none is added).
+func SetVersion(src []byte, v int) []byte {
+	for _, s := range parse(src) {
+		switch s.kind {
+		case kHeader, kArrayHeader:
+			return src
+		case kKeyVal:
+			if len(s.path) != 1 || s.path[0] != "version" {
+				continue
+			}
+			end := s.valStart
+			for end < len(src) && src[end] >= '0' && src[end] <= '9' {
+				end++
+			}
+			if end == s.valStart {
+				return src
+			}
+			out := make([]byte, 0, len(src)+2)
+			out = append(out, src[:s.valStart]...)
+			out = strconv.AppendInt(out, int64(v), 10)
+			return append(out, src[end:]...)
+		}
+	}
+	return src
 }

@@ -12,7 +12,10 @@ import (
 
 // ValidateRuntimes checks what Render needs: names that are non-empty and
 // unique, a runtime type, valid UTF-8 everywhere, option values TOML can
-// hold, and no option that repeats BinaryName.
+// hold, and no two option keys (BinaryName included) that are equal without
+// regard to case: containerd 2.x matches option keys to the shim's fields
+// without regard to case and takes the later one, so BinaryName next to
+// binaryName runs whatever binaryName says (issue 10, defect 2).
 func ValidateRuntimes(rts []Runtime) error {
 	seen := map[string]bool{}
 	for i, rt := range rts {
@@ -34,8 +37,13 @@ func ValidateRuntimes(rts []Runtime) error {
 			if k == "" || !utf8.ValidString(k) {
 				return fmt.Errorf("runtime %q: invalid option name %q", rt.Name, k)
 			}
-			if k == "BinaryName" && rt.BinaryName != "" {
-				return fmt.Errorf("runtime %q: BinaryName given both as field and as option", rt.Name)
+			if strings.EqualFold(k, "BinaryName") && rt.BinaryName != "" {
+				return fmt.Errorf("runtime %q: BinaryName given both as field and as option %s", rt.Name, k)
+			}
+			for k2 := range rt.Options {
+				if k2 < k && strings.EqualFold(k, k2) {
+					return fmt.Errorf("runtime %q: options %s and %s are the same key to containerd 2.x, which ignores case", rt.Name, k2, k)
+				}
 			}
 			if _, err := encodeValue(v); err != nil {
 				return fmt.Errorf("runtime %q: option %s: %w", rt.Name, k, err)

@@ -1,6 +1,7 @@
 package nvidiatoml
 
 import (
+	"bytes"
 	"strconv"
 	"unicode/utf8"
 )
@@ -20,13 +21,17 @@ const (
 // stmt is one statement: one or more whole lines of the source. Statements
 // tile the source exactly, so concatenating src[start:end] of all of them
 // gives the file back byte for byte.
+//
+// Fields are ordered and sized so that a statement costs 64 bytes: a file is
+// one statement per line, and a file of comments must not cost many times
+// its size to edit.
 type stmt struct {
-	kind       kind
 	start, end int // byte range; end is after the final '\n' (or len(src))
-	line       int // 1-based line number of the first line
-	indent     int // bytes of leading blanks on the first line
+	valStart   int // kKeyVal: offset of the first byte of the value
 	path       []string
-	valStart   int  // kKeyVal: offset of the first byte of the value
+	line       int32 // 1-based line number of the first line
+	indent     int32 // bytes of leading blanks on the first line
+	kind       kind
 	open       bool // the value ran into EOF unterminated (""" / ''' / [ / {)
 }
 
@@ -37,12 +42,13 @@ type stmt struct {
 // statements therefore never changes how the remaining ones parse, which is
 // what makes Strip stable under repetition.
 func parse(src []byte) []stmt {
-	var out []stmt
-	pos, line := 0, 1
+	// One statement per line at most: sized once, never regrown.
+	out := make([]stmt, 0, bytes.Count(src, []byte{'\n'})+1)
+	pos, line := 0, int32(1)
 	for pos < len(src) {
 		s := stmt{start: pos, line: line}
 		i := skipBlanks(src, pos)
-		s.indent = i - pos
+		s.indent = int32(i - pos)
 		eol := lineEnd(src, pos)
 		switch {
 		case restIsEmpty(src, i):

@@ -55,9 +55,13 @@ func classify(src []byte, r rules) *classified {
 	c.table = make([][]string, len(c.stmts))
 	var cur []string
 	inStripped := false
+	region := -1 // header of the current stripped table, -1 outside one
 	for i, s := range c.stmts {
 		switch s.kind {
 		case kHeader, kArrayHeader:
+			if inStripped {
+				c.keepTrailingComments(region, i)
+			}
 			cur = s.path
 			c.table[i] = cur
 			_, name, ok := runtimeOf(cur)
@@ -67,6 +71,7 @@ func classify(src []byte, r rules) *classified {
 				c.drop[j] = inStripped
 			}
 			if inStripped {
+				region = i
 				c.drop[i] = true
 				c.removed++
 				if c.firstBlock < 0 {
@@ -96,7 +101,43 @@ func classify(src []byte, r rules) *classified {
 			c.drop[i] = inStripped
 		}
 	}
+	if inStripped {
+		c.keepTrailingComments(region, len(c.stmts))
+	}
 	return c
+}
+
+// keepTrailingComments keeps the comments that end the body of the
+// stripped table whose header is at h and whose body ends before end: from
+// the first comment after the table's last statement of its own (a key or
+// other text) that is indented no deeper than the header, to the end of the
+// body, blank lines included. They are the operator's notes about what
+// follows (an nvidia block pasted above them must not take them along), not
+// the table's; comments indented like the table's keys (a commented-out
+// option) still go with it. Comments that a following
+// stripped header claims as its own are dropped again by that header, and
+// blank lines before the first such comment go with the table, so a
+// rebuilt block never accumulates blank lines.
+func (c *classified) keepTrailingComments(h, end int) {
+	last := h
+	for j := h + 1; j < end; j++ {
+		if k := c.stmts[j].kind; k != kBlank && k != kComment {
+			last = j
+		}
+	}
+	first := -1
+	for j := last + 1; j < end; j++ {
+		if c.stmts[j].kind == kComment && c.stmts[j].indent <= c.stmts[h].indent {
+			first = j
+			break
+		}
+	}
+	if first < 0 {
+		return
+	}
+	for j := first; j < end; j++ {
+		c.drop[j] = false
+	}
 }
 
 // kept returns the source with the dropped statements left out.
@@ -113,7 +154,7 @@ func (c *classified) kept() []byte {
 // Strip removes every nvidia runtime from src, as described in the package
 // documentation, under any runtimes prefix and however often it is
 // declared, and keeps every other line byte for byte. isNvidia decides which
-// runtime names are nvidia's (see DefaultIsNvidia). removed counts the
+// runtime names are nvidia's (see IsManaged). removed counts the
 // stripped table headers and key lines. Strip never fails: text it cannot
 // read as TOML is kept as it is.
 func Strip(src []byte, isNvidia func(name string) bool, o StripOptions) (out []byte, removed int) {

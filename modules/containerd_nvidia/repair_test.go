@@ -1,0 +1,122 @@
+package containerdnvidia
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/transport"
+	"nodeconverge/lab/labtest"
+)
+
+// TestRepairDropinPastedTwice (issue 10, defect 9): a table pasted twice in
+// the GPU Operator's drop-in, with CRLF line endings, is repaired by
+// state repair (the tree loads again) and then made exactly one set by
+// state present with path auto; a third Check plans nothing. Run against
+// the real containerd of both generations through the real transport
+// scripts on this machine.
+func TestRepairDropinPastedTwice(t *testing.T) {
+	for _, c := range []struct {
+		gen     labtest.Generation
+		plugin  string
+		version string
+	}{
+		{labtest.Containerd16, `"io.containerd.grpc.v1.cri"`, "2"},
+		{labtest.Containerd2, `"io.containerd.cri.v1.runtime"`, "3"},
+	} {
+		t.Run(string(c.gen), func(t *testing.T) {
+			bin := labtest.Containerd(t, c.gen)
+			dir := t.TempDir()
+			tk := filepath.Join(dir, "toolkit")
+			if err := os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(tk, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range []string{"nvidia-container-runtime", "nvidia-container-runtime.cdi", "nvidia-container-runtime.legacy"} {
+				if err := os.WriteFile(filepath.Join(tk, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			main := filepath.Join(dir, "config.toml")
+			write := func(p, s string) {
+				t.Helper()
+				if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write(main, "version = "+c.version+"\nimports = [\""+dir+"/conf.d/*.toml\"]\n")
+			paste := "[plugins." + c.plugin + ".containerd.runtimes.nvidia]\n  runtime_type = \"io.containerd.runc.v2\"\n" +
+				"[plugins." + c.plugin + ".containerd.runtimes.nvidia.options]\n  BinaryName = \"" + tk + "/nvidia-container-runtime\"\n"
+			dropin := filepath.Join(dir, "conf.d", "99-nvidia.toml")
+			write(dropin, strings.ReplaceAll("version = "+c.version+"\n# the operator's note\n\n"+paste+paste, "\n", "\r\n"))
+
+			ctx := context.Background()
+			check := func(state string) *module.Plan {
+				t.Helper()
+				// A Host caches what it read until it writes itself; this
+				// test writes behind its back, so each Check gets its own.
+				h := transport.NewHost(transport.NewLocal("local"), transport.HostOptions{})
+				a := Module{}.NewArgs().(*Args)
+				a.Path, a.Config, a.ToolkitDir, a.State, a.Containerd = Auto, main, tk, state, bin
+				if err := a.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				p, err := Module{}.Check(ctx, h, a)
+				if err != nil {
+					t.Fatalf("Check(%s): %v", state, err)
+				}
+				for _, f := range p.Files {
+					write(f.Path, string(f.After))
+				}
+				return p
+			}
+			if p := check("repair"); len(p.Files) != 1 || p.Files[0].Path != dropin {
+				t.Fatalf("repair should rewrite only %s: %+v", dropin, p.Files)
+			}
+			// After the repair no file mentions the CRI plugin: the
+			// drop-in an import loads is where the runtimes go, on 1.6
+			// together with the built-in runc its new CRI table would drop.
+			if p := check("present"); len(p.Files) != 1 || p.Files[0].Path != dropin {
+				t.Fatalf("present should rewrite only %s: %+v", dropin, p.Files)
+			}
+			if p := check("present"); len(p.Files) != 0 {
+				t.Fatalf("a converged tree planned changes: %+v", p.Files)
+			}
+			if p := check("repair"); len(p.Files) != 0 {
+				t.Fatalf("repair on a tree that parses planned changes: %+v", p.Files)
+			}
+			got, err := os.ReadFile(dropin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(got), "# the operator's note\r\n") || strings.Count(string(got), "\r\n") != strings.Count(string(got), "\n") {
+				t.Errorf("comment or CRLF lost:\n%q", got)
+			}
+			dump, err := runDump(bin, main)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"nvidia-container-runtime'", "nvidia-container-runtime.cdi", "nvidia-container-runtime.legacy"} {
+				w := strings.ReplaceAll(want, "'", "")
+				if !strings.Contains(dump, w) {
+					t.Errorf("dump lacks %s:\n%s", w, dump)
+				}
+			}
+		})
+	}
+}
+
+func runDump(bin, config string) (string, error) {
+	out, err := exec.Command(bin, "--config", config, "config", "dump").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s config dump: %w", bin, err)
+	}
+	return string(out), nil
+}
