@@ -109,6 +109,69 @@ func TestHungSessionTimesOut(t *testing.T) {
 	}
 }
 
+// TestLostHostIsUnreachable: a node whose connection's sshd dies during a
+// task (nothing failed) is unreachable: exit 4, an ERROR line names it and
+// what was lost, and its lock release is not a failure.
+func TestLostHostIsUnreachable(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 3, Scenario: "clean", NoContainerd: true})
+	lost := l.Nodes[0].Name
+	pb := writePlaybook(t, `
+- name: lose one node
+  hosts: all
+  tasks:
+    - name: drop
+      shell:
+        cmd: 'if [ {{ inventory_hostname }} = `+lost+` ]; then `+sessionSSHD+`; kill -KILL $s; fi; true'
+    - name: write motd
+      copy:
+        dest: /etc/containerd/motd
+        content: "after the drop\n"
+`)
+	r, _ := ncBounded(t, 120*time.Second, append([]string{"apply"}, labArgs(l, pb)...)...)
+	wantCode(t, r, 4)
+	if !strings.Contains(r.stdout, "ERROR: host "+lost+" unreachable") {
+		t.Fatalf("want an ERROR line naming %s:\n%s", lost, r)
+	}
+	if strings.Contains(r.stdout, "release lock") {
+		t.Fatalf("a lost host's lock release was reported as an error:\n%s", r)
+	}
+	for _, n := range l.Nodes[1:] {
+		if _, err := os.Stat(l.NodePath(n.Name, "/etc/containerd/motd")); err != nil {
+			t.Errorf("%s did not converge: %v", n.Name, err)
+		}
+	}
+}
+
+// TestUnreachableFirstHostSerial: with serial: 1 and max_fail_percentage:
+// 0, an unreachable first node does not stop the nightly run: the others
+// converge, and the run exits 4.
+func TestUnreachableFirstHostSerial(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 3, Scenario: "clean", NoContainerd: true})
+	down := l.Nodes[0].Name
+	l.StopSSHD(t, down)
+	pb := writePlaybook(t, `
+- name: rolling
+  hosts: all
+  serial: 1
+  max_fail_percentage: 0
+  tasks:
+    - name: write motd
+      copy:
+        dest: /etc/containerd/motd
+        content: "rolled\n"
+`)
+	r, _ := ncBounded(t, 120*time.Second, append([]string{"apply"}, labArgs(l, pb)...)...)
+	wantCode(t, r, 4)
+	for _, n := range l.Nodes[1:] {
+		if _, err := os.Stat(l.NodePath(n.Name, "/etc/containerd/motd")); err != nil {
+			t.Errorf("%s did not converge: %v", n.Name, err)
+		}
+	}
+	if !strings.Contains(r.stdout, "ERROR: host "+down+" unreachable") {
+		t.Fatalf("want an ERROR line naming %s:\n%s", down, r)
+	}
+}
+
 // waitExit waits, at most limit, for process pid (not a child) to exit:
 // a pidfd becomes readable when its process exits.
 func waitExit(pid string, limit time.Duration) error {
