@@ -52,12 +52,12 @@ func ncBounded(t *testing.T, limit time.Duration, args ...string) (result, time.
 	return r, took
 }
 
-// TestHungSessionTimesOut: during task 1, one node's session processes
+// TestFaultHungSessionTimesOut: during task 1, one node's session processes
 // (its connection's sshd and the running command) are stopped with
 // SIGSTOP while the node's sshd listener stays up. With --timeout 20s the
 // run ends (within ncBounded's limit), that node fails naming the
 // task and step, the other nodes run task 2, and the run exits 1.
-func TestHungSessionTimesOut(t *testing.T) {
+func TestFaultHungSessionTimesOut(t *testing.T) {
 	l := labtest.Start(t, labtest.Options{Nodes: 4, Scenario: "clean", NoContainerd: true})
 	hung := l.Nodes[0].Name
 	pb := writePlaybook(t, `
@@ -109,10 +109,10 @@ func TestHungSessionTimesOut(t *testing.T) {
 	}
 }
 
-// TestLostHostIsUnreachable: a node whose connection's sshd dies during a
+// TestFaultLostHostIsUnreachable: a node whose connection's sshd dies during a
 // task (nothing failed) is unreachable: exit 4, an ERROR line names it and
 // what was lost, and its lock release is not a failure.
-func TestLostHostIsUnreachable(t *testing.T) {
+func TestFaultLostHostIsUnreachable(t *testing.T) {
 	l := labtest.Start(t, labtest.Options{Nodes: 3, Scenario: "clean", NoContainerd: true})
 	lost := l.Nodes[0].Name
 	pb := writePlaybook(t, `
@@ -142,10 +142,10 @@ func TestLostHostIsUnreachable(t *testing.T) {
 	}
 }
 
-// TestUnreachableFirstHostSerial: with serial: 1 and max_fail_percentage:
+// TestFaultUnreachableFirstHostSerial: with serial: 1 and max_fail_percentage:
 // 0, an unreachable first node does not stop the nightly run: the others
 // converge, and the run exits 4.
-func TestUnreachableFirstHostSerial(t *testing.T) {
+func TestFaultUnreachableFirstHostSerial(t *testing.T) {
 	l := labtest.Start(t, labtest.Options{Nodes: 3, Scenario: "clean", NoContainerd: true})
 	down := l.Nodes[0].Name
 	l.StopSSHD(t, down)
@@ -203,11 +203,11 @@ func waitExit(pid string, limit time.Duration) error {
 	}
 }
 
-// TestHungCheckTimesOut: in check mode, a node whose validation command
+// TestFaultHungCheckTimesOut: in check mode, a node whose validation command
 // hangs (like a containerd that hangs in `config dump`) is failed at the
 // timeout, and the other nodes are planned: the run ends (within
 // ncBounded's limit) and changes nothing.
-func TestHungCheckTimesOut(t *testing.T) {
+func TestFaultHungCheckTimesOut(t *testing.T) {
 	l := labtest.Start(t, labtest.Options{Nodes: 3, Scenario: "clean", NoContainerd: true})
 	hung := l.Nodes[0].Name
 	if err := os.WriteFile(l.NodePath(hung, "/etc/containerd/hang"), nil, 0o644); err != nil {
