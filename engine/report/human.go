@@ -117,7 +117,7 @@ func PlanDiff(host string, p *module.Plan) string {
 			to = "/dev/null"
 		}
 		ud := difflib.UnifiedDiff{
-			A: difflib.SplitLines(redact.Text(string(f.Before))), B: difflib.SplitLines(redact.Text(string(f.After))),
+			A: difflib.SplitLines(redact.Content(f.Path, f.Before)), B: difflib.SplitLines(redact.Content(f.Path, f.After)),
 			FromFile: from, ToFile: to, Context: 3,
 		}
 		text, err := difflib.GetUnifiedDiffString(ud)

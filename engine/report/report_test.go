@@ -113,3 +113,23 @@ func TestSanitize(t *testing.T) {
 		t.Fatalf("sanitize = %q", got)
 	}
 }
+
+// The issue's reproductions: with --diff, a one-line docker config.json
+// printed its auth value, and a TOML multi-line password printed its value
+// line.
+func TestPlanDiffRedactsByStructure(t *testing.T) {
+	for _, c := range []struct{ path, before, after, secret, keep string }{
+		{"/root/.docker/config.json", "", `{"auths":{"harbor.lab":{"auth":"cm9ib3Q6UzNjcjN0LWpzb24="}}}` + "\n", "cm9ib3Q6UzNjcjN0LWpzb24=", "harbor.lab"},
+		{"/etc/app/db.toml", "[db]\nuser = \"app\"\n", "[db]\nuser = \"app\"\npassword = \"\"\"\nS3cr3t-multi-line\n\"\"\"\n", "S3cr3t-multi-line", `+password = "<redacted>"`},
+	} {
+		action := module.Update
+		if c.before == "" {
+			action = module.Create
+		}
+		p := &module.Plan{Files: []module.FileChange{{Action: action, Path: c.path, Before: []byte(c.before), After: []byte(c.after)}}}
+		d := PlanDiff("h", p)
+		if strings.Contains(d, c.secret) || !strings.Contains(d, c.keep) {
+			t.Errorf("%s: diff shows the secret or lost %q:\n%s", c.path, c.keep, d)
+		}
+	}
+}
