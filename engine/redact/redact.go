@@ -268,6 +268,35 @@ func Values(s string) string {
 	return m.Replace(s)
 }
 
+var jsonString = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// JSON masks the registered values in every string of an encoded JSON
+// document, whatever escaping the encoder chose for them; the rest of the
+// document is kept byte for byte.
+func JSON(b []byte) []byte {
+	mu.RLock()
+	m := masker
+	mu.RUnlock()
+	if m == nil {
+		return b
+	}
+	return jsonString.ReplaceAllFunc(b, func(lit []byte) []byte {
+		var s string
+		if err := json.Unmarshal(lit, &s); err != nil {
+			return lit
+		}
+		masked := m.Replace(s)
+		if masked == s {
+			return lit
+		}
+		out, err := json.Marshal(masked)
+		if err != nil {
+			return []byte(`"` + Placeholder + `"`)
+		}
+		return out
+	})
+}
+
 var (
 	pemBlock = regexp.MustCompile(`(?s)-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)`)
 	urlPass  = regexp.MustCompile(`(://[^/\s:@"'<>]+:)[^@\s/"'<>]+@`)
