@@ -108,7 +108,7 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 	var out []*report.TaskResult
 	for i := range hp.Steps {
 		st := &hp.Steps[i]
-		tr := &report.TaskResult{Play: st.Play, Task: st.Task, Module: st.Module, Host: hp.Host, Handler: st.Handler, Because: st.Because, BaseDir: st.BaseDir}
+		tr := &report.TaskResult{Play: st.Play, Task: st.Task, Module: st.Module, Host: hp.Host, Handler: st.Handler, Because: st.Because, BaseDir: st.BaseDir, NoLog: st.NoLog}
 		start := time.Now()
 		// Each step has the run's deadline, as a live task does.
 		tr = r.bounded(ctx, s, tr, r.timeoutOf(steps[i].task), func(ctx context.Context) {
@@ -149,7 +149,7 @@ func savedStep(st *savedplan.Step) (step, error) {
 		return step{}, fmt.Errorf("module %q is not registered", st.Module)
 	}
 	plan := st.Plan
-	out := step{task: &playbook.Task{Name: st.Task, Module: st.Module, Notify: st.Notify, Handler: st.Handler}, plan: &plan}
+	out := step{task: &playbook.Task{Name: st.Task, Module: st.Module, Notify: st.Notify, Handler: st.Handler, NoLog: st.NoLog}, plan: &plan}
 	if st.Handler || isImperative(m) || len(st.Args) == 0 {
 		return out, nil
 	}
