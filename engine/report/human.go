@@ -55,7 +55,7 @@ func (h *Human) TaskStart(name string, handler bool) {
 func (h *Human) Result(tr *TaskResult) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	hidden := tr.NoLog && tr.Plan.Changed()
+	hidden := tr.NoLog && tr.Plan != nil && len(tr.Plan.Files) > 0 && tr.Status != Skipped
 	tr = tr.Shown()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: [%s]", tr.Status, tr.Host)

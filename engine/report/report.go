@@ -80,7 +80,11 @@ func (tr *TaskResult) Shown() *TaskResult {
 	case strings.Contains(tr.Msg, "ROLLBACK FAILED"):
 		c.Msg += "; ROLLBACK FAILED on this host (details hidden)"
 	case len(tr.RolledBack) > 0:
-		c.Msg += fmt.Sprintf("; rolled back this host's run: restored %d files", len(tr.RolledBack))
+		plural := "s"
+		if len(tr.RolledBack) == 1 {
+			plural = ""
+		}
+		c.Msg += fmt.Sprintf("; rolled back this host's run: restored %d file%s", len(tr.RolledBack), plural)
 	}
 	return &c
 }

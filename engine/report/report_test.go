@@ -179,7 +179,7 @@ func TestNoLogHidesEverywhere(t *testing.T) {
 			t.Errorf("%s output does not say the output was hidden:\n%s", name, out)
 		}
 	}
-	if !strings.Contains(human.String(), "diff hidden") || !strings.Contains(human.String(), "restored 1 files") {
+	if !strings.Contains(human.String(), "diff hidden") || !strings.Contains(human.String(), "restored 1 file") {
 		t.Errorf("human output should say the diff is hidden and that the host was rolled back:\n%s", human.String())
 	}
 	if !strings.Contains(js.String(), `"rolled_back"`) || !strings.Contains(js.String(), `"no_log": true`) {
