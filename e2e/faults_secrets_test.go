@@ -287,4 +287,23 @@ func TestFaultSecretsNoLogFailure(t *testing.T) {
 	if _, err := os.Stat(l.NodePath(fail, "/etc/containerd/first.txt")); !os.IsNotExist(err) {
 		t.Errorf("%s was not rolled back: first.txt: %v", fail, err)
 	}
+
+	// Arguments that do not validate: the error of a no_log task says
+	// so without the value; a secret-named var's value is masked.
+	bad := writePlaybook(t, `
+- hosts: all
+  tasks:
+    - name: bad dest (no_log)
+      no_log: true
+      copy: {dest: "{{ login_arg }}", content: x}
+    - name: bad dest
+      copy: {dest: "{{ registry_password }}", content: x}
+`)
+	r, _ = ncBounded(t, 60*time.Second, append([]string{"apply"}, args(bad)...)...)
+	wantCode(t, r, 1)
+	noSecretIn(t, "render error", r.stdout+r.stderr)
+	if !strings.Contains(r.stderr, `task "bad dest (no_log)": its arguments do not render or validate (details hidden: no_log: true)`) ||
+		!strings.Contains(r.stderr, `dest "<redacted>" must be an absolute path`) {
+		t.Errorf("want both render errors, without the values:\n%s", r)
+	}
 }

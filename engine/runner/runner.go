@@ -176,6 +176,11 @@ func Preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 			args[t] = map[string]module.Args{}
 			for _, h := range sel {
 				a, err := t.Render(hostVars(h, p, o))
+				if err != nil && t.NoLog {
+					// The renderer's message may quote the values.
+					errs = multierror.Append(errs, fmt.Errorf("host %s: %s: task %q: its arguments do not render or validate (details hidden: no_log: true)", h.Name, t.Pos, t.Name))
+					continue
+				}
 				if err != nil {
 					errs = multierror.Append(errs, fmt.Errorf("host %s: %w", h.Name, err))
 					continue
