@@ -143,9 +143,9 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 			return report.ExitFailed, err
 		}
 		plays = append(plays, ps...)
-		for _, p := range ps {
-			redact.AddVars(p.Vars)
-		}
+	}
+	for _, p := range plays {
+		redact.AddVars(p.Vars)
 	}
 	run, err := runner.Run(ctx, inv, plays, ropts)
 	if err != nil {
@@ -170,10 +170,11 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 // secret used in a command line or a message is hidden even without
 // no_log. Play vars are added as the playbooks load.
 func maskSecretVars(inv *inventory.Inventory, extra map[string]any) {
+	sets := []map[string]any{extra}
 	for _, h := range inv.Hosts {
-		redact.AddVars(h.Vars)
+		sets = append(sets, h.Vars)
 	}
-	redact.AddVars(extra)
+	redact.AddVars(sets...)
 }
 
 // finish writes the reports and returns the run's exit code.

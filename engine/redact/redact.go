@@ -63,7 +63,26 @@ var (
 	// masker replaces them, nil when there are none.
 	values = map[string]bool{}
 	masker *strings.Replacer
+	// words are the names' last words, lower case: a line holding none
+	// of them needs no pattern run over it.
+	words []string
 )
+
+// mayHold says whether line may hold a credential key: it has a
+// separator and one of the names' words. The patterns are costly on a
+// fleet's diffs; most lines fail this first.
+func mayHold(line string, ws []string) bool {
+	if !strings.ContainsAny(line, "=:") {
+		return false
+	}
+	l := strings.ToLower(line)
+	for _, w := range ws {
+		if strings.Contains(l, w) {
+			return true
+		}
+	}
+	return false
+}
 
 func init() {
 	for _, n := range builtin {
@@ -100,6 +119,17 @@ func Add(keys ...string) {
 
 // compile rebuilds the line patterns; callers hold mu.
 func compile() {
+	words = words[:0]
+	for n := range names {
+		// '-' and '_' compare equal: look for what follows the first.
+		w := n
+		if i := strings.LastIndexAny(w, "_"); i >= 0 {
+			w = w[i+1:]
+		}
+		if w != "" {
+			words = append(words, w)
+		}
+	}
 	var alts []string
 	for n := range names {
 		alts = append(alts, strings.ReplaceAll(regexp.QuoteMeta(n), "_", "[-_]"))
@@ -228,8 +258,9 @@ func unquote(q string) string {
 
 // AddVars masks the values of the variables whose names look like
 // credentials (Name), at any depth: every scalar under such a name, as
-// text. Booleans and nulls say nothing and are left alone.
-func AddVars(vars map[string]any) {
+// text. Booleans and nulls say nothing and are left alone. A fleet's
+// variable sets are best given in one call: the masker is rebuilt once.
+func AddVars(sets ...map[string]any) {
 	var vals []string
 	var walk func(v any, secret bool)
 	walk = func(v any, secret bool) {
@@ -253,7 +284,9 @@ func AddVars(vars map[string]any) {
 			}
 		}
 	}
-	walk(map[string]any(vars), false)
+	for _, vars := range sets {
+		walk(map[string]any(vars), false)
+	}
 	AddValues(vals...)
 }
 
@@ -680,10 +713,13 @@ func inlinePass(s string) string {
 		return s
 	}
 	mu.RLock()
-	in := inline
+	in, ws := inline, words
 	mu.RUnlock()
 	ls := strings.SplitAfter(s, "\n")
 	for i, l := range ls {
+		if !mayHold(l, ws) {
+			continue
+		}
 		body := strings.TrimRight(l, "\r\n")
 		from := 0
 		if j := strings.LastIndex(body, Placeholder); j >= 0 {
@@ -708,12 +744,16 @@ func lines(s string) string {
 		return s
 	}
 	mu.RLock()
-	line, in := re, inline
+	line, in, ws := re, inline, words
 	mu.RUnlock()
 	ls := strings.SplitAfter(s, "\n")
 	var out strings.Builder
 	for i := 0; i < len(ls); i++ {
 		l := ls[i]
+		if !mayHold(l, ws) {
+			out.WriteString(l)
+			continue
+		}
 		body := strings.TrimRight(l, "\r\n")
 		nl := l[len(body):]
 		if j := strings.IndexAny(body, "{["); j >= 0 {
