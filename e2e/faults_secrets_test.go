@@ -307,3 +307,58 @@ func TestFaultSecretsNoLogFailure(t *testing.T) {
 		t.Errorf("want both render errors, without the values:\n%s", r)
 	}
 }
+
+// TestFaultSecretsContainerd: registry credentials written as TOML
+// multi-line and literal strings in containerd's config, on both
+// containerd generations: the shipped playbook's check --diff -v (omen's
+// repair diff has them in its context lines), its apply and the reports
+// show none of them.
+func TestFaultSecretsContainerd(t *testing.T) {
+	const multi, literal = "S3cr3t-ctr-multi-3a9f", "S3cr3t-ctr-literal-6c1e"
+	for _, g := range generations {
+		t.Run(g.name, func(t *testing.T) {
+			l := labtest.Start(t, labtest.Options{Nodes: 4, Scenario: "incident", NoContainerd: true, ContainerdBin: labtest.Containerd(t, g.gen)})
+			auth := "\n[plugins.\"io.containerd.grpc.v1.cri\".registry.configs.\"harbor.lab\".auth]\n  username = \"robot\"\n  password = \"\"\"\n" +
+				multi + "\"\"\"\n  identitytoken = '''\n" + literal + "'''\n"
+			for _, n := range l.Nodes {
+				p := l.NodePath(n.Name, "/etc/containerd/config.toml")
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := strings.Replace(string(b), "SystemdCgroup = true\n", "SystemdCgroup = true\n"+auth, 1)
+				if s == string(b) {
+					t.Fatalf("%s: no anchor for the secret", n.Name)
+				}
+				if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir := t.TempDir()
+			pb := shippedPlaybook()
+			check, _ := ncBounded(t, 300*time.Second, append([]string{"apply", "--check", "--diff", "-v", "--report", "json=" + filepath.Join(dir, "c.json")}, labArgs(l, pb)...)...)
+			if !strings.Contains(check.stdout, `password = "<redacted>"`) {
+				t.Errorf("the check-mode diff should show omen's repair with the password redacted:\n%s", check)
+			}
+			apply, _ := ncBounded(t, 300*time.Second, append([]string{"apply", "--diff", "-v", "--report", "json=" + filepath.Join(dir, "a.json")}, labArgs(l, pb)...)...)
+			for i, o := range []result{check, apply} {
+				for _, s := range []string{multi, literal} {
+					if strings.Contains(o.stdout+o.stderr, s) {
+						t.Errorf("run %d shows %q:\n%s", i, s, o)
+					}
+				}
+			}
+			for _, f := range []string{"c.json", "a.json"} {
+				b, err := os.ReadFile(filepath.Join(dir, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range []string{multi, literal} {
+					if strings.Contains(string(b), s) {
+						t.Errorf("report %s shows %q", f, s)
+					}
+				}
+			}
+		})
+	}
+}
