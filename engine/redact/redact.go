@@ -681,7 +681,31 @@ func yamlScalarEnd(b []byte, start, limit int, n *yaml.Node, flow bool) int {
 			region = region[:i]
 		}
 	}
-	if n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
+	if n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+		// A block scalar's lines are indented at least as its first
+		// one; a less indented line after them (a comment) is not its.
+		if nl := bytes.IndexByte(region, '\n'); nl >= 0 {
+			ind := -1
+			at := nl + 1
+			for at < len(region) {
+				end := bytes.IndexByte(region[at:], '\n')
+				if end < 0 {
+					end = len(region) - at
+				}
+				l := region[at : at+end]
+				if t := bytes.TrimLeft(l, " "); len(bytes.TrimSpace(t)) > 0 {
+					li := len(l) - len(t)
+					if ind < 0 {
+						ind = li
+					} else if li < ind {
+						region = region[:at]
+						break
+					}
+				}
+				at += end + 1
+			}
+		}
+	} else {
 		// A plain scalar ends at a comment, and in a flow collection at
 		// the next indicator.
 		for i := 1; i < len(region); i++ {

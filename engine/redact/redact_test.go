@@ -94,7 +94,7 @@ func TestYAML(t *testing.T) {
 		"  quoted: \"x\"\n  apikey: \"S3cr3t-dq\n    continued\"\n  list:\n    - credentials: 'S3cr3t-sq'\n    - plain\n" +
 		"anchors:\n  base: &pw S3cr3t-anchored\n  password: *pw\n---\nauth:\n  - S3cr3t-seq\n  - S3cr3t-seq2\nother: visible\n"
 	out := Content("/etc/app/values.yaml", []byte(in))
-	noSecret(t, "Content", out, []string{"S3cr3t", "continued"}, []string{"url: https://harbor.lab", "user: bob", "keep: k1", "- plain", "other: visible", "---"})
+	noSecret(t, "Content", out, []string{"S3cr3t", "continued"}, []string{"url: https://harbor.lab", "  # a comment\n  user: bob", "keep: k1", "- plain", "other: visible", "---"})
 	// The same, found without the extension.
 	noSecret(t, "Content(no extension)", Content("/etc/app/values", []byte(in)), []string{"S3cr3t"}, []string{"user: bob"})
 	// Line by line (a message), block scalars go with their key.
