@@ -101,7 +101,10 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 	for i := range hp.Steps {
 		st, err := savedStep(&hp.Steps[i])
 		if err != nil {
-			return one(hp.Steps[i].Task, report.Failed, "refusing this host, nothing was changed: "+err.Error())
+			res := one(hp.Steps[i].Task, report.Failed, "refusing this host, nothing was changed: "+err.Error())
+			// The arguments' error may quote them.
+			res[0].NoLog = hp.Steps[i].NoLog
+			return res
 		}
 		steps[i] = st
 	}
