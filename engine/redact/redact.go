@@ -49,6 +49,9 @@ var builtin = []string{
 	"auths", "auth", "password", "passwd", "passphrase", "token", "identitytoken", "registrytoken",
 	"secret", "credentials", "credential", "apikey", "api_key", "private_key", "privatekey",
 	"secret_key", "access_key", "bearer", "authorization",
+	// Ansible's connection passwords (ansible_ssh_pass, ...); "pass"
+	// alone would take every "PASS:" line of a test's output.
+	"ssh_pass", "become_pass", "sudo_pass",
 }
 
 var (

@@ -37,7 +37,7 @@ func TestBuiltinAndUserKeys(t *testing.T) {
 func TestName(t *testing.T) {
 	for k, want := range map[string]bool{
 		"password": true, "DB_PASSWORD": true, "client-secret": true, "X-Api-Key": true, "registry.auth": true,
-		"identitytoken": true, "credentials": true, "private_key": true, "access_token": true,
+		"identitytoken": true, "credentials": true, "private_key": true, "access_token": true, "ansible_ssh_pass": true, "ansible_become_password": true,
 		"config_path": false, "oauth": false, "password_file": false, "tokens_dir": false, "username": false, "key": false,
 	} {
 		if got := Name(k); got != want {
