@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"nodeconverge/engine/app"
+	"nodeconverge/engine/redact"
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/runner"
 )
@@ -34,7 +35,8 @@ func main() {
 	case errors.As(err, &ee):
 		os.Exit(ee.code)
 	case err != nil:
-		fmt.Fprintln(os.Stderr, "error:", err)
+		// A render error may quote a secret-named variable's value.
+		fmt.Fprintln(os.Stderr, "error:", redact.Text(err.Error()))
 		os.Exit(report.ExitFailed)
 	}
 }

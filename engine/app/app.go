@@ -107,6 +107,7 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	if err != nil {
 		return report.ExitFailed, err
 	}
+	maskSecretVars(inv, extra)
 	out := o.Stdout
 	if out == nil {
 		out = os.Stdout
@@ -143,6 +144,9 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 		}
 		plays = append(plays, ps...)
 	}
+	for _, p := range plays {
+		redact.AddVars(p.Vars)
+	}
 	run, err := runner.Run(ctx, inv, plays, ropts)
 	if err != nil {
 		return report.ExitFailed, err
@@ -158,6 +162,19 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 		}
 	}
 	return finish(run, writers, out)
+}
+
+// maskSecretVars masks, in everything the run shows or reports, the values
+// of the inventory's and the command line's variables whose names look
+// like credentials (redact.Name: registry_password, api_token, ...), so a
+// secret used in a command line or a message is hidden even without
+// no_log. Play vars are added as the playbooks load.
+func maskSecretVars(inv *inventory.Inventory, extra map[string]any) {
+	sets := []map[string]any{extra}
+	for _, h := range inv.Hosts {
+		sets = append(sets, h.Vars)
+	}
+	redact.AddVars(sets...)
 }
 
 // finish writes the reports and returns the run's exit code.

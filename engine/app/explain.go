@@ -42,6 +42,7 @@ func Explain(ctx context.Context, o ExplainOptions) (int, error) {
 	if err != nil {
 		return report.ExitFailed, err
 	}
+	maskSecretVars(inv, nil)
 	pattern := "all"
 	if o.Limit != "" {
 		pattern = o.Limit
@@ -78,11 +79,16 @@ func Explain(ctx context.Context, o ExplainOptions) (int, error) {
 		if err != nil {
 			return report.ExitFailed, fmt.Errorf("encode: %w", err)
 		}
-		_, err = fmt.Fprintf(o.Stdout, "%s\n", b)
+		_, err = fmt.Fprintf(o.Stdout, "%s\n", redact.JSON(b))
 		return code, err
 	}
 	for _, e := range out {
-		writeExplanation(o.Stdout, e, o.All)
+		// Secret-named inventory values are masked in what is printed.
+		var b strings.Builder
+		writeExplanation(&b, e, o.All)
+		if _, err := io.WriteString(o.Stdout, redact.Values(b.String())); err != nil {
+			return code, fmt.Errorf("write: %w", err)
+		}
 	}
 	return code, nil
 }

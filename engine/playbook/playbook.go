@@ -43,6 +43,10 @@ type Task struct {
 	// Timeout bounds the task on each host (Ansible's `timeout:`, in
 	// seconds); zero means the run's default.
 	Timeout time.Duration
+	// NoLog hides the task's arguments, diff, output and messages in
+	// every view (Ansible's `no_log:`); set on the task or inherited from
+	// its play.
+	NoLog bool
 }
 
 // Play is one play of a playbook.
@@ -57,6 +61,8 @@ type Play struct {
 	Handlers          []*Task
 	Pos               Pos
 	File              string
+	// NoLog is the play's `no_log:`, the default of its tasks and handlers.
+	NoLog bool
 }
 
 // AllTasks is the play's tasks followed by its handlers.
@@ -64,9 +70,9 @@ func (p *Play) AllTasks() []*Task {
 	return append(append(make([]*Task, 0, len(p.Tasks)+len(p.Handlers)), p.Tasks...), p.Handlers...)
 }
 
-var playKeys = []string{"become", "gather_facts", "handlers", "hosts", "max_fail_percentage", "name", "serial", "tasks", "vars"}
+var playKeys = []string{"become", "gather_facts", "handlers", "hosts", "max_fail_percentage", "name", "no_log", "serial", "tasks", "vars"}
 
-var taskKeys = []string{"name", "notify", "tags", "timeout"}
+var taskKeys = []string{"name", "no_log", "notify", "tags", "timeout"}
 
 // fqcnPrefix is accepted in front of module names so playbooks written for
 // Ansible ("ansible.builtin.copy") load unchanged.
@@ -77,6 +83,9 @@ type loader struct {
 	// notifyAt remembers where each notify entry was written so an
 	// unknown handler is reported there.
 	notifyAt map[*Task][]*yaml.Node
+	// noLogSet marks the tasks that set no_log themselves; the others
+	// take their play's.
+	noLogSet map[*Task]bool
 }
 
 // Load reads and validates a playbook.
@@ -101,7 +110,7 @@ func load(path string, data []byte) ([]*Play, error) {
 	if root == nil || root.Kind != yaml.SequenceNode {
 		return nil, nodeErr(path, doc.Content[0], "a playbook must be a list of plays (each starting with `- hosts: …`), got %s", yamlx.KindName(root))
 	}
-	l := &loader{file: path, notifyAt: map[*Task][]*yaml.Node{}}
+	l := &loader{file: path, notifyAt: map[*Task][]*yaml.Node{}, noLogSet: map[*Task]bool{}}
 	var plays []*Play
 	for _, item := range root.Content {
 		p, err := l.play(item)
@@ -151,6 +160,10 @@ func (l *loader) play(n *yaml.Node) (*Play, error) {
 				return nil, err
 			}
 			p.Become = &b
+		case "no_log":
+			if p.NoLog, err = l.noLog(val); err != nil {
+				return nil, err
+			}
 		case "gather_facts":
 			b, err := l.boolean(val, "gather_facts")
 			if err != nil {
@@ -186,6 +199,11 @@ func (l *loader) play(n *yaml.Node) (*Play, error) {
 	}
 	if p.Tasks, err = l.tasks(tasksNode, false); err != nil {
 		return nil, err
+	}
+	for _, t := range p.AllTasks() {
+		if !l.noLogSet[t] {
+			t.NoLog = p.NoLog
+		}
 	}
 	handlers := map[string]bool{}
 	var handlerNames []string
@@ -320,6 +338,26 @@ func (l *loader) boolean(n *yaml.Node, what string) (bool, error) {
 	return false, nodeErr(l.file, n, "%s must be true or false, got %s", what, yamlx.KindName(v))
 }
 
+// noLog reads `no_log:`. A template is refused like any other non-boolean:
+// whether a task's output is hidden is decided before any host's vars
+// are known, so a typo can never print what was meant to be hidden.
+func (l *loader) noLog(n *yaml.Node) (bool, error) {
+	v := yamlx.Deref(n)
+	if v != nil && v.Kind == yaml.ScalarNode {
+		switch strings.ToLower(v.Value) {
+		case "true", "yes", "on":
+			return true, nil
+		case "false", "no", "off":
+			return false, nil
+		}
+		if strings.Contains(v.Value, "{{") {
+			return false, nodeErr(l.file, n, "no_log must be true or false, got the template %q: templates are not supported here (whether output is hidden cannot depend on a variable)", v.Value)
+		}
+		return false, nodeErr(l.file, n, "no_log must be true or false, got %q", v.Value)
+	}
+	return false, nodeErr(l.file, n, "no_log must be true or false, got %s", yamlx.KindName(v))
+}
+
 func (l *loader) serial(n *yaml.Node) (Serial, error) {
 	v := yamlx.Deref(n)
 	if v != nil && v.Kind == yaml.SequenceNode {
@@ -420,6 +458,12 @@ func (l *loader) task(n *yaml.Node, handler bool) (*Task, error) {
 			if t.Timeout, err = l.timeout(val); err != nil {
 				return nil, err
 			}
+			continue
+		case "no_log":
+			if t.NoLog, err = l.noLog(val); err != nil {
+				return nil, err
+			}
+			l.noLogSet[t] = true
 			continue
 		}
 		name := key

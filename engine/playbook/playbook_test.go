@@ -458,3 +458,44 @@ func TestTaskTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestNoLog: `no_log:` is a boolean on a task or a play (its tasks and
+// handlers inherit it unless they say otherwise); anything else, a
+// template included, is refused at its position.
+func TestNoLog(t *testing.T) {
+	load := func(play, task string) ([]*Play, error) {
+		p := filepath.Join(t.TempDir(), "play.yaml")
+		body := "- hosts: all\n" + play + "  tasks:\n    - name: x\n" + task + "      noop_t: {}\n    - name: y\n      noop_t: {}\n" +
+			"  handlers:\n    - name: h\n      noop_t: {}\n"
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return Load(p)
+	}
+	plays, err := load("", "      no_log: true\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := plays[0]; !p.Tasks[0].NoLog || p.Tasks[1].NoLog || p.Handlers[0].NoLog {
+		t.Errorf("task no_log: got %v %v %v, want true false false", p.Tasks[0].NoLog, p.Tasks[1].NoLog, p.Handlers[0].NoLog)
+	}
+	plays, err = load("  no_log: yes\n", "      no_log: false\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := plays[0]; p.Tasks[0].NoLog || !p.Tasks[1].NoLog || !p.Handlers[0].NoLog {
+		t.Errorf("play no_log: got %v %v %v, want false true true", p.Tasks[0].NoLog, p.Tasks[1].NoLog, p.Handlers[0].NoLog)
+	}
+	for _, bad := range []string{"maybe", `"{{ hide }}"`, "[true]", "1"} {
+		_, err := load("", "      no_log: "+bad+"\n")
+		if err == nil || !strings.Contains(err.Error(), "no_log must be true or false") || !strings.Contains(err.Error(), ":4:") {
+			t.Errorf("no_log: %s: err = %v, want refused at its line", bad, err)
+		}
+	}
+	if _, err := load("  no_log: nope\n", ""); err == nil || !strings.Contains(err.Error(), "no_log must be true or false") {
+		t.Errorf("play no_log: nope: err = %v", err)
+	}
+	if _, err := load("", "      no_log: \"{{ hide }}\"\n"); err == nil || !strings.Contains(err.Error(), "templates are not supported") {
+		t.Errorf("templated no_log: err = %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"nodeconverge/engine/redact"
 )
 
 // SchemaVersion is the version of the JSON report's schema
@@ -23,15 +26,80 @@ type jsonRun struct {
 }
 
 // WriteJSON writes the run as the versioned JSON report. File contents are
-// never in it (only their hashes), and effective-config values under
-// credential keys are already redacted by the modules.
+// never in it (only their hashes); effective-config values under
+// credential keys are already redacted by the modules; a no_log task
+// carries its status only (TaskResult.Shown); messages and outputs are
+// redacted as the human output is, and the values of secret-named
+// variables are masked in every string.
 func WriteJSON(w io.Writer, r *Run) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(jsonRun{Schema: SchemaVersion, ExitCode: r.ExitCode(), Run: r}); err != nil {
+	if err := enc.Encode(jsonRun{Schema: SchemaVersion, ExitCode: r.ExitCode(), Run: r.shown()}); err != nil {
 		return fmt.Errorf("encode report: %w", err)
 	}
+	if _, err := w.Write(redact.JSON(b.Bytes())); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
 	return nil
+}
+
+// shown is the run as the JSON report shows it: a copy (the saved plan is
+// made from the run itself) with every result as Shown and free text
+// redacted.
+func (r *Run) shown() *Run {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := &Run{ID: r.ID, Check: r.Check, Started: r.Started, Finished: r.Finished, Recap: r.Recap, Hosts: r.Hosts,
+		NotAttempted: map[string]string{}}
+	for _, tr := range r.Results {
+		c.Results = append(c.Results, shownResult(tr))
+	}
+	text := func(in []string) []string {
+		var out []string
+		for _, s := range in {
+			out = append(out, redact.Text(s))
+		}
+		return out
+	}
+	c.Errors, c.Lost, c.Notes = text(r.Errors), text(r.Lost), text(r.Notes)
+	for h, why := range r.NotAttempted {
+		c.NotAttempted[h] = redact.Text(why)
+	}
+	if len(c.NotAttempted) == 0 {
+		c.NotAttempted = nil
+	}
+	return c
+}
+
+// shownResult is tr as the JSON report shows it: Shown, with its message,
+// output, notes and validation output redacted as text.
+func shownResult(tr *TaskResult) *TaskResult {
+	if tr.NoLog {
+		return tr.Shown()
+	}
+	c := *tr
+	c.Msg = redact.Text(tr.Msg)
+	if tr.Plan != nil {
+		p := *tr.Plan
+		p.Skip = redact.Text(p.Skip)
+		p.Notes = nil
+		for _, n := range tr.Plan.Notes {
+			p.Notes = append(p.Notes, redact.Text(n))
+		}
+		p.Evidence = nil
+		for _, e := range tr.Plan.Evidence {
+			e.Output = redact.Text(e.Output)
+			p.Evidence = append(p.Evidence, e)
+		}
+		c.Plan = &p
+	}
+	if tr.Result != nil {
+		res := *tr.Result
+		res.Msg, res.Output = redact.Text(res.Msg), redact.Text(res.Output)
+		c.Result = &res
+	}
+	return &c
 }
 
 // WriteProm writes a Prometheus textfile for node_exporter's textfile

@@ -50,10 +50,13 @@ func (h *Human) TaskStart(name string, handler bool) {
 	fmt.Fprintf(h.W, "\n%s [%s]\n", kind, name)
 }
 
-// Result prints one host's outcome of the current task.
+// Result prints one host's outcome of the current task. A no_log task
+// shows its status only; everything printed has credentials redacted.
 func (h *Human) Result(tr *TaskResult) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	hidden := tr.NoLog && tr.Plan != nil && len(tr.Plan.Files) > 0 && tr.Status != Skipped
+	tr = tr.Shown()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: [%s]", tr.Status, tr.Host)
 	if tr.Plan != nil && (tr.Status == Changed || tr.Status == Failed) {
@@ -88,7 +91,7 @@ func (h *Human) Result(tr *TaskResult) {
 	b.WriteString("\n")
 	if tr.Plan != nil && h.Verbose {
 		for _, n := range tr.Plan.Notes {
-			fmt.Fprintf(&b, "    note: %s\n", n)
+			fmt.Fprintf(&b, "    note: %s\n", sanitize(redact.Text(n)))
 		}
 		for _, e := range tr.Plan.Evidence {
 			fmt.Fprintf(&b, "    evidence: %s: %s (ok=%v)\n", e.What, e.Command, e.OK)
@@ -97,7 +100,12 @@ func (h *Human) Result(tr *TaskResult) {
 	if h.Diff && tr.Plan != nil && tr.Status != Skipped {
 		b.WriteString(PlanDiff(tr.Host, tr.Plan))
 	}
-	io.WriteString(h.W, b.String())
+	if h.Diff && hidden {
+		b.WriteString("    (diff hidden: no_log: true)\n")
+	}
+	// Last, the values of secret-named variables, wherever they ended
+	// up (a command line, a path, a message).
+	io.WriteString(h.W, redact.Values(b.String()))
 }
 
 // PlanDiff renders a plan's file changes as unified diffs and its effective
@@ -117,7 +125,7 @@ func PlanDiff(host string, p *module.Plan) string {
 			to = "/dev/null"
 		}
 		ud := difflib.UnifiedDiff{
-			A: difflib.SplitLines(redact.Text(string(f.Before))), B: difflib.SplitLines(redact.Text(string(f.After))),
+			A: difflib.SplitLines(redact.Content(f.Path, f.Before)), B: difflib.SplitLines(redact.Content(f.Path, f.After)),
 			FromFile: from, ToFile: to, Context: 3,
 		}
 		text, err := difflib.GetUnifiedDiffString(ud)
@@ -128,7 +136,7 @@ func PlanDiff(host string, p *module.Plan) string {
 		if text == "" && string(f.Before) != string(f.After) {
 			text = fmt.Sprintf("--- %s\n+++ %s\n(only redacted credential values differ)\n", from, to)
 		}
-		b.WriteString(text)
+		b.WriteString(redact.Values(text))
 		if text != "" && !strings.HasSuffix(text, "\n") {
 			b.WriteString("\n")
 		}
@@ -159,7 +167,7 @@ func PlanDiff(host string, p *module.Plan) string {
 		}
 		switch {
 		case len(lines) > 0:
-			fmt.Fprintf(&b, "effective config (%s, as the node's containerd loads it):\n%s\n", host, strings.Join(lines, "\n"))
+			fmt.Fprintf(&b, "effective config (%s, as the node's containerd loads it):\n%s\n", host, redact.Values(strings.Join(lines, "\n")))
 			if zero > 0 {
 				fmt.Fprintf(&b, "  (+ %d more new keys at their zero value)\n", zero)
 			}
@@ -190,13 +198,13 @@ func (h *Human) Done(r *Run) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, n := range r.Notes {
-		fmt.Fprintf(h.W, "\nNOTE: %s\n", n)
+		fmt.Fprintf(h.W, "\nNOTE: %s\n", sanitize(redact.Text(n)))
 	}
 	for _, e := range r.Lost {
-		fmt.Fprintf(h.W, "\nERROR: %s\n", e)
+		fmt.Fprintf(h.W, "\nERROR: %s\n", sanitize(redact.Text(e)))
 	}
 	for _, e := range r.Errors {
-		fmt.Fprintf(h.W, "\nERROR: %s\n", e)
+		fmt.Fprintf(h.W, "\nERROR: %s\n", sanitize(redact.Text(e)))
 	}
 	fmt.Fprintf(h.W, "\nRECAP%s\n", map[bool]string{true: " (check mode: nothing was changed)", false: ""}[r.Check])
 	width := 0
@@ -209,7 +217,7 @@ func (h *Human) Done(r *Run) {
 		fmt.Fprintf(h.W, "%-*s : ok=%d changed=%d unreachable=%d failed=%d skipped=%d",
 			width, host, rc.OK, rc.Changed, rc.Unreachable, rc.Failed, rc.Skipped)
 		if why, ok := r.NotAttempted[host]; ok {
-			fmt.Fprintf(h.W, "  not attempted: %s", why)
+			fmt.Fprintf(h.W, "  not attempted: %s", redact.Text(why))
 		}
 		fmt.Fprintln(h.W)
 	}

@@ -49,6 +49,9 @@ type TaskResult struct {
 	// RolledBack lists the paths restored when a failure after a write
 	// undid the host's run.
 	RolledBack []string `json:"rolled_back,omitempty"`
+	// NoLog says the task has `no_log: true`: every view shows only its
+	// status (Shown), never its arguments, plan, diff, output or message.
+	NoLog bool `json:"no_log,omitempty"`
 	// Args and Notify are what a saved plan needs to apply and re-check
 	// the task later; they are not part of the report.
 	Args   module.Args `json:"-"`
@@ -56,6 +59,34 @@ type TaskResult struct {
 	// BaseDir is where the task's relative paths start (its playbook's
 	// directory), so a saved plan resolves them as planning did.
 	BaseDir string `json:"-"`
+}
+
+// NoLogMsg is what a no_log task shows in place of its message and output,
+// in Ansible's words.
+const NoLogMsg = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
+
+// Shown is what any view may show of tr: tr itself, or, for a no_log
+// task, a copy with its status, names, duration and rolled-back paths
+// only. A rollback that failed is still said (the host needs a person),
+// without its details.
+func (tr *TaskResult) Shown() *TaskResult {
+	if !tr.NoLog {
+		return tr
+	}
+	c := *tr
+	c.Plan, c.Result, c.Args, c.BaseDir = nil, nil, nil, ""
+	c.Msg = NoLogMsg
+	switch {
+	case strings.Contains(tr.Msg, "ROLLBACK FAILED"):
+		c.Msg += "; ROLLBACK FAILED on this host (details hidden)"
+	case len(tr.RolledBack) > 0:
+		plural := "s"
+		if len(tr.RolledBack) == 1 {
+			plural = ""
+		}
+		c.Msg += fmt.Sprintf("; rolled back this host's run: restored %d file%s", len(tr.RolledBack), plural)
+	}
+	return &c
 }
 
 // Recap counts a host's task outcomes.
@@ -117,7 +148,7 @@ func (r *Run) Add(tr *TaskResult) {
 			if what == "" {
 				what = "connect"
 			}
-			r.Lost = append(r.Lost, fmt.Sprintf("host %s unreachable at %q: %s", tr.Host, what, firstLine(tr.Msg)))
+			r.Lost = append(r.Lost, fmt.Sprintf("host %s unreachable at %q: %s", tr.Host, what, firstLine(tr.Shown().Msg)))
 		}
 		rc.Unreachable++
 	case Skipped:

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -111,5 +112,116 @@ func TestPromCarriesLastSuccessForward(t *testing.T) {
 func TestSanitize(t *testing.T) {
 	if got := sanitize("\x1b[31mred\x1b[0m\r\nok\tx"); got != "red\nok\tx" {
 		t.Fatalf("sanitize = %q", got)
+	}
+}
+
+// The issue's reproductions: with --diff, a one-line docker config.json
+// printed its auth value, and a TOML multi-line password printed its value
+// line.
+func TestPlanDiffRedactsByStructure(t *testing.T) {
+	for _, c := range []struct{ path, before, after, secret, keep string }{
+		{"/root/.docker/config.json", "", `{"auths":{"harbor.lab":{"auth":"cm9ib3Q6UzNjcjN0LWpzb24="}}}` + "\n", "cm9ib3Q6UzNjcjN0LWpzb24=", "harbor.lab"},
+		{"/etc/app/db.toml", "[db]\nuser = \"app\"\n", "[db]\nuser = \"app\"\npassword = \"\"\"\nS3cr3t-multi-line\n\"\"\"\n", "S3cr3t-multi-line", `+password = "<redacted>"`},
+	} {
+		action := module.Update
+		if c.before == "" {
+			action = module.Create
+		}
+		p := &module.Plan{Files: []module.FileChange{{Action: action, Path: c.path, Before: []byte(c.before), After: []byte(c.after)}}}
+		d := PlanDiff("h", p)
+		if strings.Contains(d, c.secret) || !strings.Contains(d, c.keep) {
+			t.Errorf("%s: diff shows the secret or lost %q:\n%s", c.path, c.keep, d)
+		}
+	}
+}
+
+// TestNoLogHidesEverywhere: a no_log task's arguments, plan, diff, output
+// and message appear in no view: human (with --diff and -v), --quiet, the
+// JSON report, the lost-host line.
+func TestNoLogHidesEverywhere(t *testing.T) {
+	const secret = "S3cr3t-nolog-arg"
+	plan := &module.Plan{
+		Files:    []module.FileChange{{Action: module.Update, Path: "/etc/app/" + secret, Before: []byte("x = 1\n"), After: []byte("x = \"" + secret + "\"\n")}},
+		Commands: []string{"login --pw " + secret},
+		Notes:    []string{"note " + secret},
+		Evidence: []module.Evidence{{What: "validate", Command: "check " + secret, OK: true, Output: secret}},
+		Data:     []byte(`{"argv":["login","--pw","` + secret + `"]}`),
+	}
+	results := []*TaskResult{
+		{Task: "t", Host: "h1", Status: Changed, NoLog: true, Plan: plan, Result: &module.Result{Changed: true, Output: "out " + secret}},
+		{Task: "t", Host: "h2", Status: Failed, NoLog: true, Plan: plan, Msg: "login --pw " + secret + " exited 1\nrolled back this host's run: restored /etc/app/x", RolledBack: []string{"/etc/app/x"}},
+		{Task: "t", Host: "h3", Status: Unreachable, NoLog: true, Msg: "timed out at step \"apply: run login --pw " + secret + "\""},
+	}
+	var human, quiet bytes.Buffer
+	hu := &Human{W: &human, Diff: true, Verbose: true}
+	q := &Quiet{Next: &Human{W: &quiet, Diff: true, Verbose: true}}
+	r := NewRun("id", false)
+	for _, o := range []Observer{hu, q} {
+		o.PlayStart("p", []string{"h1", "h2", "h3"})
+		o.TaskStart("t", false)
+	}
+	for _, tr := range results {
+		r.Add(tr)
+		hu.Result(tr)
+		q.Result(tr)
+	}
+	hu.Done(r)
+	q.Done(r)
+	var js bytes.Buffer
+	if err := WriteJSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"human": human.String(), "quiet": quiet.String(), "json": js.String()} {
+		if strings.Contains(out, secret) {
+			t.Errorf("%s output shows the no_log task's secret:\n%s", name, out)
+		}
+		if !strings.Contains(out, "no_log") {
+			t.Errorf("%s output does not say the output was hidden:\n%s", name, out)
+		}
+	}
+	if !strings.Contains(human.String(), "diff hidden") || !strings.Contains(human.String(), "restored 1 file") {
+		t.Errorf("human output should say the diff is hidden and that the host was rolled back:\n%s", human.String())
+	}
+	if !strings.Contains(js.String(), `"rolled_back"`) || !strings.Contains(js.String(), `"no_log": true`) {
+		t.Errorf("JSON report lost rolled_back or no_log:\n%s", js.String())
+	}
+	// The run itself keeps the plan: a saved plan is made from it.
+	if r.Results[0].Plan == nil || string(r.Results[0].Plan.Data) == "" {
+		t.Error("Shown changed the run's own result")
+	}
+}
+
+// TestSecretVarValuesMasked: the value of a secret-named variable is
+// masked in every view, the JSON report's plan data included (it was
+// stored there and in plan.commands), in whatever escaping.
+func TestSecretVarValuesMasked(t *testing.T) {
+	const secret = `pw"<S3cr3t-var>`
+	redact.AddVars(map[string]any{"registry_password": secret})
+	data, err := json.Marshal(map[string]any{"argv": []string{"login", "--password", secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := &module.Plan{Commands: []string{"login --password '" + secret + "'"}, Data: data}
+	tr := &TaskResult{Task: "login", Host: "h1", Status: Failed, Plan: plan, Msg: fmt.Sprintf("run %q: exited 1", plan.Commands[0]),
+		Result: &module.Result{Output: "using " + secret}}
+	r := NewRun("id", false)
+	r.Add(tr)
+	var human, js bytes.Buffer
+	hu := &Human{W: &human, Diff: true, Verbose: true}
+	hu.Result(tr)
+	hu.Done(r)
+	if err := WriteJSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"human": human.String(), "json": js.String()} {
+		for _, form := range []string{"S3cr3t-var", `S3cr3t-var\u003e`} {
+			if strings.Contains(out, form) {
+				t.Errorf("%s output shows the secret variable's value:\n%s", name, out)
+			}
+		}
+	}
+	var back map[string]any
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatalf("masked report is not JSON: %v\n%s", err, js.String())
 	}
 }

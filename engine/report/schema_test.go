@@ -85,6 +85,8 @@ func realisticRun() *Run {
 	r.Add(&TaskResult{Play: "GPU containerd runtimes", Task: "gather", Module: "command", Host: "omen2", Status: Unreachable,
 		Msg: "dial tcp 10.0.0.9:22: connect: no route to host"})
 	// An apply-mode result, so the Result shape is covered too.
+	r.Add(&TaskResult{Play: "base", Task: "log in to the registry", Module: "command", Host: "nuc2", Status: Changed, NoLog: true,
+		Plan: &module.Plan{Commands: []string{"login"}}})
 	r.Add(&TaskResult{Play: "base", Task: "sysctl", Module: "sysctl", Host: "nuc2", Status: Changed,
 		Result: &module.Result{Changed: true, Msg: "written", Output: "net.ipv4.ip_forward = 1\n",
 			Files: []module.FileChange{{Action: module.Create, Path: "/etc/sysctl.d/90-k8s.conf", AfterHash: module.Hash(note), Mode: 0o644}}}})

@@ -132,9 +132,12 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 		return
 	}
 	s.wrote, s.playWrote = true, true
-	if len(plan.Commands) > 0 {
+	switch {
+	case len(plan.Commands) > 0 && t.NoLog:
+		at(ctx, s, "apply: run the command of a no_log task")
+	case len(plan.Commands) > 0:
 		at(ctx, s, "apply: run "+strings.Join(plan.Commands, "; "))
-	} else {
+	default:
 		at(ctx, s, "apply")
 	}
 	res, err := m.Apply(ctx, w, plan)
@@ -155,7 +158,12 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 	if isImperative(m) {
 		// What a command did is unknown: the rest of the play is
 		// planned again, on the node as it is now, before its next write.
-		s.ran = append(s.ran, plan.Commands...)
+		if t.NoLog {
+			// Later tasks' messages list what ran: not this.
+			s.ran = append(s.ran, fmt.Sprintf("the command of no_log task %q", t.Name))
+		} else {
+			s.ran = append(s.ran, plan.Commands...)
+		}
 		s.replan = true
 		return
 	}

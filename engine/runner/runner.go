@@ -176,6 +176,11 @@ func Preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 			args[t] = map[string]module.Args{}
 			for _, h := range sel {
 				a, err := t.Render(hostVars(h, p, o))
+				if err != nil && t.NoLog {
+					// The renderer's message may quote the values.
+					errs = multierror.Append(errs, fmt.Errorf("host %s: %s: task %q: its arguments do not render or validate (details hidden: no_log: true)", h.Name, t.Pos, t.Name))
+					continue
+				}
 				if err != nil {
 					errs = multierror.Append(errs, fmt.Errorf("host %s: %w", h.Name, err))
 					continue
@@ -351,7 +356,8 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 					continue
 				case report.Changed:
 					why := fmt.Sprintf("%q changed", t.Name)
-					if tr.Plan != nil && len(tr.Plan.Files) > 0 {
+					// A no_log task's paths are its arguments.
+					if tr.Plan != nil && len(tr.Plan.Files) > 0 && !t.NoLog {
 						var paths []string
 						for _, f := range tr.Plan.Files {
 							paths = append(paths, f.Path)
@@ -603,7 +609,7 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 	forEach(r.o.Forks, hs, func(i int, s *hostState) {
 		start := time.Now()
 		tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Handler: t.Handler,
-			Args: args[s.host.Name], Notify: t.Notify}
+			Args: args[s.host.Name], Notify: t.Notify, NoLog: t.NoLog}
 		if because != nil {
 			tr.Because = dedupe(because[s.host.Name])
 		}
@@ -765,6 +771,7 @@ func (r *runner) checkTask(ctx context.Context, tr *report.TaskResult, s *hostSt
 // host's failure: lead says when, the task is named with why.
 func (r *runner) planFailed(tr *report.TaskResult, f *planFailure, lead string) {
 	tr.Task, tr.Module, tr.Args, tr.Notify, tr.BaseDir = f.task.Name, f.task.Module, r.args[f.task][tr.Host], f.task.Notify, baseDir(f.task)
+	tr.NoLog = f.task.NoLog
 	tr.Plan = nil
 	r.checkErr(tr, f.err)
 	tr.Msg = fmt.Sprintf("%s task %q (%s) would fail: %s", lead, f.task.Name, f.task.Module, tr.Msg)

@@ -101,14 +101,17 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 	for i := range hp.Steps {
 		st, err := savedStep(&hp.Steps[i])
 		if err != nil {
-			return one(hp.Steps[i].Task, report.Failed, "refusing this host, nothing was changed: "+err.Error())
+			res := one(hp.Steps[i].Task, report.Failed, "refusing this host, nothing was changed: "+err.Error())
+			// The arguments' error may quote them.
+			res[0].NoLog = hp.Steps[i].NoLog
+			return res
 		}
 		steps[i] = st
 	}
 	var out []*report.TaskResult
 	for i := range hp.Steps {
 		st := &hp.Steps[i]
-		tr := &report.TaskResult{Play: st.Play, Task: st.Task, Module: st.Module, Host: hp.Host, Handler: st.Handler, Because: st.Because, BaseDir: st.BaseDir}
+		tr := &report.TaskResult{Play: st.Play, Task: st.Task, Module: st.Module, Host: hp.Host, Handler: st.Handler, Because: st.Because, BaseDir: st.BaseDir, NoLog: st.NoLog}
 		start := time.Now()
 		// Each step has the run's deadline, as a live task does.
 		tr = r.bounded(ctx, s, tr, r.timeoutOf(steps[i].task), func(ctx context.Context) {
@@ -149,7 +152,7 @@ func savedStep(st *savedplan.Step) (step, error) {
 		return step{}, fmt.Errorf("module %q is not registered", st.Module)
 	}
 	plan := st.Plan
-	out := step{task: &playbook.Task{Name: st.Task, Module: st.Module, Notify: st.Notify, Handler: st.Handler}, plan: &plan}
+	out := step{task: &playbook.Task{Name: st.Task, Module: st.Module, Notify: st.Notify, Handler: st.Handler, NoLog: st.NoLog}, plan: &plan}
 	if st.Handler || isImperative(m) || len(st.Args) == 0 {
 		return out, nil
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/redact"
 	"nodeconverge/engine/report"
 )
 
@@ -47,10 +48,13 @@ type HostPlan struct {
 
 // Step is one task (or handler) with its plan.
 type Step struct {
-	Play    string          `json:"play"`
-	Task    string          `json:"task"`
-	Module  string          `json:"module"`
-	Handler bool            `json:"handler,omitempty"`
+	Play    string `json:"play"`
+	Task    string `json:"task"`
+	Module  string `json:"module"`
+	Handler bool   `json:"handler,omitempty"`
+	// NoLog is the task's `no_log: true`: applying the plan shows the
+	// step's status only, and the file shows none of its plan's text.
+	NoLog   bool            `json:"no_log,omitempty"`
 	Notify  []string        `json:"notify,omitempty"`
 	Because []string        `json:"because,omitempty"`
 	Args    json.RawMessage `json:"args,omitempty"`
@@ -91,7 +95,7 @@ func FromRun(r *report.Run, playbooks []string) (*Plan, error) {
 		}
 		switch tr.Status {
 		case report.Failed, report.Unreachable:
-			hp.Failed = fmt.Sprintf("task %q: %s", tr.Task, tr.Msg)
+			hp.Failed = fmt.Sprintf("task %q: %s", tr.Task, redact.Text(tr.Shown().Msg))
 			continue
 		}
 		if tr.Plan == nil || !tr.Plan.Changed() {
@@ -101,14 +105,51 @@ func FromRun(r *report.Run, playbooks []string) (*Plan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("save args of %q on %s: %w", tr.Task, tr.Host, err)
 		}
-		st := Step{Play: tr.Play, Task: tr.Task, Module: tr.Module, Handler: tr.Handler, Notify: tr.Notify,
-			Because: tr.Because, Args: args, BaseDir: tr.BaseDir, Plan: *tr.Plan}
+		st := Step{Play: tr.Play, Task: tr.Task, Module: tr.Module, Handler: tr.Handler, NoLog: tr.NoLog, Notify: tr.Notify,
+			Because: tr.Because, Args: args, BaseDir: tr.BaseDir, Plan: displayed(*tr.Plan, tr.NoLog)}
 		for _, f := range tr.Plan.Files {
 			st.Contents = append(st.Contents, Content{Before: f.Before, After: f.After})
 		}
 		hp.Steps = append(hp.Steps, st)
 	}
 	return sp, nil
+}
+
+// displayed is p with the parts that are only ever shown (commands as
+// shown, notes, validation evidence, effective-config changes) redacted,
+// or for a no_log step left out: the file carries what applying needs
+// (contents, Data, arguments) and nothing it would only print. Applying
+// never runs what Commands says; it runs Data.
+func displayed(p module.Plan, noLog bool) module.Plan {
+	if noLog {
+		cmds := make([]string, len(p.Commands))
+		for i := range cmds {
+			cmds[i] = "(command hidden: no_log)"
+		}
+		p.Commands, p.Notes, p.Evidence, p.Effective = cmds, nil, nil, nil
+		return p
+	}
+	texts := func(in []string) []string {
+		var out []string
+		for _, s := range in {
+			out = append(out, redact.Text(s))
+		}
+		return out
+	}
+	p.Commands, p.Notes = texts(p.Commands), texts(p.Notes)
+	var ev []module.Evidence
+	for _, e := range p.Evidence {
+		e.Command, e.Output = redact.Values(e.Command), redact.Text(e.Output)
+		ev = append(ev, e)
+	}
+	p.Evidence = ev
+	var eff []module.EffectiveChange
+	for _, e := range p.Effective {
+		e.Before, e.After = redact.Values(e.Before), redact.Values(e.After)
+		eff = append(eff, e)
+	}
+	p.Effective = eff
+	return p
 }
 
 // Write saves the plan, readable only by its owner: it holds file contents.

@@ -210,3 +210,31 @@ func TestWriteIsOwnerOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestNoLogStepShowsNothing: a no_log step keeps in the file what applying
+// needs (contents, data, arguments) and none of what is only shown; a
+// host whose no_log task failed planning does not have its message saved.
+func TestNoLogStepShowsNothing(t *testing.T) {
+	const secret = "S3cr3t-saved"
+	r := report.NewRun("20260101T000000Z-abcd", true)
+	r.Add(&report.TaskResult{Play: "p", Task: "login", Module: "command", Host: "n1", Status: report.Skipped, NoLog: true,
+		Plan: &module.Plan{Commands: []string{"login --pw " + secret}, Notes: []string{secret}, Data: []byte(`{"argv":["login","--pw","` + secret + `"]}`),
+			Evidence: []module.Evidence{{What: "w", Command: "c " + secret, Output: secret}}}})
+	r.Add(&report.TaskResult{Play: "p", Task: "login", Module: "command", Host: "n2", Status: report.Failed, NoLog: true, Msg: "failed: " + secret})
+	sp, err := savedplan.FromRun(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := sp.Hosts[0].Steps[0]
+	if !st.NoLog || len(st.Plan.Commands) != 1 || !strings.Contains(string(st.Plan.Data), secret) {
+		t.Fatalf("the step lost what applying needs: %+v", st)
+	}
+	st.Plan.Data = nil
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), secret) || strings.Contains(sp.Hosts[1].Failed, secret) {
+		t.Fatalf("the saved plan shows a no_log step's secret outside its data:\n%s\n%s", b, sp.Hosts[1].Failed)
+	}
+}
