@@ -96,7 +96,7 @@ func (h *Host) Stats() Stats {
 // run sends s and returns its records, checking that the script got to its
 // end record.
 func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *CmdResult, error) {
-	text, stdin, err := s.build()
+	text, stdin, err := s.build(h.opts.StateDir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %s: %w", h.Host(), what, err)
 	}
@@ -247,8 +247,8 @@ func checkQueryPath(p string) error {
 	return checkNUL(p)
 }
 
-// stage lays the files out in a fresh scratch directory (mode 0700, under
-// the node's temporary directory), exports its path as SCRATCH, runs the
+// stage lays the files out in a fresh scratch directory (mode 0700, inside
+// the script's private directory under StateDir/tmp: see scratch.go), exports its path as SCRATCH, runs the
 // commands in order inside it, and removes it however the script ends. Every
 // command runs even when an earlier one failed; the caller judges the
 // results.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -265,20 +266,30 @@ _nc_prune() {
 
 // mainHead and mainTail wrap a script's body. LC_ALL=C makes globs sort
 // bytewise and ${#x} count bytes; IFS is emptied so an unquoted glob
-// pattern is expanded but never split. The EXIT trap removes the private
-// temporary directory however the script ends; the signal traps turn a
-// signal into an exit so the EXIT trap runs; it also removes a write's
-// temporary file ($_nc_t) when a signal arrives between mktemp and rename.
+// pattern is expanded but never split.
+//
+// The private directory T (staged candidates, copies of the files read,
+// command output: it may hold credentials) lives under the state directory
+// ($_nc_td, see scratchPrelude), never in the node's shared /tmp. The EXIT
+// trap removes it however the script ends; the signal traps turn a signal
+// into an exit so the EXIT trap runs. PIPE is among them: when the
+// controller dies, sshd closes the session's pipes without signalling the
+// script, and the script learns of it at its next write. The EXIT trap also
+// removes a write's temporary file ($_nc_t) when a signal arrives between
+// mktemp and rename. A script killed outright (SIGKILL, a reboot) leaves T
+// behind; the next script on the node removes it (_nc_sweep).
 const mainHead = `_nc_main() {
 LC_ALL=C
 export LC_ALL
 umask 022
-T=$(mktemp -d) || { echo 'nodeconverge: mktemp -d failed' >&2; exit 111; }
+T=
 _nc_t=
-trap 'rm -rf -- "$T"; [ -z "$_nc_t" ] || rm -f -- "$_nc_t"' EXIT
+trap '[ -z "$T" ] || rm -rf -- "$T"; [ -z "$_nc_t" ] || rm -f -- "$_nc_t"' EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
+trap 'exit 141' PIPE
 trap 'exit 143' TERM
+_nc_scratch || exit 111
 IFS=
 `
 
@@ -337,9 +348,13 @@ func (s *script) cmd(i int, c Cmd) error {
 }
 
 // build returns the script text and its stdin.
-func (s *script) build() (string, []byte, error) {
+// stateDir is the node's state directory, under which the script's private
+// directory is made.
+func (s *script) build(stateDir string) (string, []byte, error) {
 	var text strings.Builder
 	text.WriteString(prelude)
+	text.WriteString(scratchPrelude)
+	fmt.Fprintf(&text, "_nc_td=%s\n", ShellQuote(path.Join(stateDir, ScratchDirName)))
 	text.WriteString(mainHead)
 	var stdin bytes.Buffer
 	if len(s.blobs) > 0 {
