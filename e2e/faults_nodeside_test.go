@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"nodeconverge/lab/labtest"
+)
+
+// Issue 11 item 7 and the node-side minor items, on lab nodes.
+
+// privateTmp gives the node a /tmp of its own (a tmpfs mounted in its
+// mount namespace), so a test can see everything a run leaves in the
+// node's /tmp, which the lab otherwise shares with the host. The lab
+// directory stays at its path inside the node (sshd's config and the
+// systemctl stand-in live there).
+func privateTmp(t *testing.T, l *labtest.Lab, node string) {
+	t.Helper()
+	anchor := filepath.Join(l.Node(t, node).Root, "private-tmp")
+	if err := os.MkdirAll(anchor, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("set -e; mount -t tmpfs -o size=16m,mode=1777 nc-private-tmp '%s'", anchor)
+	if filepath.Dir(l.Dir) == "/tmp" {
+		script += fmt.Sprintf("; mkdir '%[1]s/%[2]s'; mount --bind '%[3]s' '%[1]s/%[2]s'", anchor, filepath.Base(l.Dir), l.Dir)
+	}
+	script += fmt.Sprintf("; mount --move '%s' /tmp", anchor)
+	l.Exec(t, node, "sh", "-c", script)
+}
+
+// nodeTmp lists the node's /tmp but for the lab directory.
+func nodeTmp(t *testing.T, l *labtest.Lab, node string) []string {
+	t.Helper()
+	var left []string
+	for _, n := range strings.Fields(l.Exec(t, node, "ls", "-A", "/tmp")) {
+		if n != filepath.Base(l.Dir) {
+			left = append(left, n)
+		}
+	}
+	return left
+}
+
+// dumpGate is a containerd for the node that, while /root/gate.on exists,
+// stops at its first `config dump`: it records where it runs (the staged
+// tree), its parent (the run's script shell) and its connection's sshd
+// processes, then blocks reading /root/gate.fifo, which the test holds.
+const dumpGate = `#!/bin/sh
+if [ -e /root/gate.on ]; then
+	case " $* " in
+	*" config dump "*)
+		rm -f /root/gate.on
+		` + sessionSSHD + `
+		printf '%s\n%s\n%s\n' "$PWD" "$PPID" "$s" > /root/gate.info.tmp
+		mv /root/gate.info.tmp /root/gate.info
+		read x < /root/gate.fifo
+		;;
+	esac
+fi
+exec BIN "$@"
+`
+
+// TestFaultKillDuringStagedDump (issue 11 item 7): the controller is
+// killed (SIGKILL) while the node's containerd dumps a staged tree that
+// holds a drop-in's registry password. The staged tree is under the
+// node's state directory, not /tmp; the next run removes it although the
+// killed run's dump is still blocked; and once that dump ends, nothing
+// the runs made is left in the node's /tmp or state directory.
+func TestFaultKillDuringStagedDump(t *testing.T) {
+	for _, g := range generations {
+		t.Run(g.name, func(t *testing.T) {
+			bin := labtest.Containerd(t, g.gen)
+			l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "none", NoContainerd: true, ContainerdBin: bin})
+			node := l.Nodes[0].Name
+			privateTmp(t, l, node)
+			const secret = "hunter2-registry-password"
+			putFile(t, l, node, "/etc/containerd/config.toml", "version = 2\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"registry.k8s.io/pause:3.9\"\n")
+			putFile(t, l, node, "/etc/containerd/conf.d/50-registry.toml",
+				"version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry.configs.\"harbor.lab\".auth]\n  username = \"robot\"\n  password = \""+secret+"\"\n")
+			gate := l.NodePath(node, "/usr/local/sbin/dump-gate")
+			if err := os.WriteFile(gate, []byte(strings.Replace(dumpGate, "BIN", bin, 1)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			fifo := l.NodePath(node, "/root/gate.fifo")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(l.NodePath(node, "/root/gate.on"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pb := writePlaybook(t, `
+- name: dropins
+  hosts: all
+  tasks:
+    - name: relocate drop-ins that shadow earlier settings
+      containerd_dropins:
+        containerd: /usr/local/sbin/dump-gate
+`)
+			run := command(append([]string{"apply"}, labArgs(l, pb)...)...)
+			var out strings.Builder
+			run.Stdout, run.Stderr = &out, &out
+			if err := run.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Opening the fifo for writing returns once the gate opened
+			// it for reading: the dump is under way and gate.info
+			// written. A run that never gets there fails the test
+			// through the go test timeout; killing it first keeps
+			// the output.
+			opened := make(chan *os.File, 1)
+			go func() {
+				f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+				if err != nil {
+					t.Error(err)
+				}
+				opened <- f
+			}()
+			waited := make(chan error, 1)
+			go func() { waited <- run.Wait() }()
+			var w *os.File
+			select {
+			case w = <-opened:
+			case err := <-waited:
+				t.Fatalf("the run ended (%v) before its dump reached the gate:\n%s", err, out.String())
+			}
+			if w == nil {
+				t.FailNow()
+			}
+			defer w.Close()
+			if err := run.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			<-waited
+			info, err := os.ReadFile(l.NodePath(node, "/root/gate.info"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(string(info), "\n")
+			if len(lines) < 3 {
+				t.Fatalf("gate.info = %q", info)
+			}
+			staged, shell, sshds := lines[0], lines[1], strings.Fields(lines[2])
+			stateTmp := "/var/lib/nodeconverge/tmp/"
+			if !strings.HasPrefix(staged, stateTmp) {
+				t.Fatalf("the staged tree is at %s, want under %s", staged, stateTmp)
+			}
+			// The staged copy holds the password while the dump runs:
+			// this is what must not outlive the run.
+			if out, err := l.TryExec(node, "grep", "-rl", secret, filepath.Dir(staged)); err != nil || strings.TrimSpace(out) == "" {
+				ls, _ := l.TryExec(node, "sh", "-c", "ls -laR "+filepath.Dir(staged)+"; head -50 "+filepath.Dir(staged)+"/*/*")
+				t.Fatalf("no staged copy of the drop-in in %s (%v):\n%s", staged, err, ls)
+			}
+			// The killed controller's connection ends on the node;
+			// wait for its sshd processes (not for the dump, which
+			// is still blocked).
+			for _, pid := range sshds {
+				if err := waitExit(pid, 30*time.Second); err != nil {
+					t.Fatalf("sshd %s of the killed run's connection: %v", pid, err)
+				}
+			}
+
+			next, _ := ncBounded(t, 120*time.Second, append([]string{"apply", "--check"}, labArgs(l, pb)...)...)
+			if next.code != 0 && next.code != 2 {
+				t.Fatalf("the next run failed:\n%s", next)
+			}
+			if _, err := os.Stat(l.NodePath(node, staged)); !os.IsNotExist(err) {
+				t.Fatalf("the killed run's staged tree %s survived the next run (stat: %v)", staged, err)
+			}
+
+			// Let the killed run's dump go: its script ends.
+			if _, err := w.Write([]byte("go\n")); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := waitExit(shell, 30*time.Second); err != nil {
+				t.Fatalf("the killed run's script shell %s: %v", shell, err)
+			}
+			if left := nodeTmp(t, l, node); len(left) != 0 {
+				t.Errorf("left in the node's /tmp: %q", left)
+			}
+			if left := entries(t, l.NodePath(node, stateTmp)); len(left) != 0 {
+				t.Errorf("left in the node's %s: %q", stateTmp, left)
+			}
+		})
+	}
+}
+
+// entries lists the names in dir; a missing dir has none.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
+}
