@@ -207,3 +207,38 @@ func entries(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// TestFaultSysctlRollback (issue 11 item 9): a run that set a live sysctl
+// value and then failed is rolled back: the file and the live value are
+// those from before the run, and the output names both.
+func TestFaultSysctlRollback(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", NoContainerd: true})
+	node := l.Nodes[0].Name
+	proc := "/proc/sys/fs/inotify/max_user_instances"
+	if got := strings.TrimSpace(l.Exec(t, node, "cat", proc)); got != "128" {
+		t.Fatalf("the lab node's %s is %s, want 128", proc, got)
+	}
+	pb := writePlaybook(t, `
+- name: limits then a failure
+  hosts: all
+  tasks:
+    - name: inotify
+      sysctl:
+        values:
+          fs.inotify.max_user_instances: "8192"
+    - name: fail
+      command:
+        cmd: "false"
+`)
+	r, _ := ncBounded(t, 120*time.Second, append([]string{"apply"}, labArgs(l, pb)...)...)
+	wantCode(t, r, 1)
+	if !strings.Contains(r.stdout, "rolled back this host's run: restored "+proc+", /etc/sysctl.d/99-inotify.conf") {
+		t.Fatalf("want the rollback to name the live value and the file:\n%s", r)
+	}
+	if got := strings.TrimSpace(l.Exec(t, node, "cat", proc)); got != "128" {
+		t.Errorf("after the rollback %s = %s, want 128 (the value before the run)", proc, got)
+	}
+	if _, err := os.Stat(l.NodePath(node, "/etc/sysctl.d/99-inotify.conf")); !os.IsNotExist(err) {
+		t.Errorf("after the rollback /etc/sysctl.d/99-inotify.conf: %v, want it gone", err)
+	}
+}

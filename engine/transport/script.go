@@ -251,6 +251,22 @@ _nc_remove() {
 	_nc_dir "$1"
 	_nc_sync "$_nc_d"
 }
+_nc_keep() {
+	bk=$BK$1
+	if [ ! -f "$1" ]; then
+		echo "$1: not a regular file; cannot keep its value" >&2
+		return 1
+	fi
+	if [ ! -e "$bk" ]; then
+		umask 077
+		mkdir -p -- "${bk%/*}"
+		_nc_r=$?
+		umask 022
+		[ "$_nc_r" = 0 ] || return 1
+		cat -- "$1" > "$bk.new" && _nc_sync "$bk.new" && mv -f -- "$bk.new" "$bk" || return 1
+	fi
+	_nc_rec keep "$1" "" 1 "$bk"
+}
 _nc_prune() {
 	_nc_n=0
 	for _nc_f in "$1"/*; do [ -d "$_nc_f" ] && _nc_n=$((_nc_n + 1)); done
