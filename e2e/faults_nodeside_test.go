@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"nodeconverge/lab/labtest"
 )
 
@@ -240,5 +242,48 @@ func TestFaultSysctlRollback(t *testing.T) {
 	}
 	if _, err := os.Stat(l.NodePath(node, "/etc/sysctl.d/99-inotify.conf")); !os.IsNotExist(err) {
 		t.Errorf("after the rollback /etc/sysctl.d/99-inotify.conf: %v, want it gone", err)
+	}
+}
+
+// fullBackups mounts a small tmpfs at the node's backup area and fills it.
+func fullBackups(t *testing.T, l *labtest.Lab, node string) {
+	t.Helper()
+	l.Exec(t, node, "sh", "-c", "set -e; mkdir -p /var/lib/nodeconverge/backups; "+
+		"mount -t tmpfs -o size=64k,mode=0700 nc-backups /var/lib/nodeconverge/backups; "+
+		"dd if=/dev/zero of=/var/lib/nodeconverge/backups/filler bs=4k 2>/dev/null || test -s /var/lib/nodeconverge/backups/filler")
+}
+
+// TestFaultBackupAreaFull (issue 11, minor): with the node's backup area
+// full, a run that must record or back up a change fails naming the path
+// and "no space left on device", and changes nothing.
+func TestFaultBackupAreaFull(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", NoContainerd: true})
+	node := l.Nodes[0].Name
+	putFile(t, l, node, "/etc/containerd/old.conf", "old\n")
+	fullBackups(t, l, node)
+	before := l.HashTree(t, node)
+	for _, c := range []struct{ name, dest, path string }{
+		{"new file: the manifest cannot grow", "/etc/containerd/new.conf", "/var/lib/nodeconverge/backups/"},
+		{"existing file: its backup cannot be made", "/etc/containerd/old.conf", "/var/lib/nodeconverge/backups/"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pb := writePlaybook(t, `
+- name: full
+  hosts: all
+  tasks:
+    - name: write
+      copy:
+        dest: `+c.dest+`
+        content: "new\n"
+`)
+			r, _ := ncBounded(t, 120*time.Second, append([]string{"apply"}, labArgs(l, pb)...)...)
+			wantCode(t, r, 1)
+			if !strings.Contains(r.stdout, "no space left on device") || !strings.Contains(r.stdout, c.path) || strings.Contains(r.stdout, "I/O error") {
+				t.Fatalf("want a failure naming %s and \"no space left on device\":\n%s", c.path, r)
+			}
+			if diff := cmp.Diff(before, l.HashTree(t, node)); diff != "" {
+				t.Errorf("the node changed:\n%s", diff)
+			}
+		})
 	}
 }

@@ -36,6 +36,10 @@ const (
 // empty), then one stat prints the metadata of all copies and paths and one
 // cat prints every copy.
 //
+// A failed write into the backup area is explained by _nc_wfail, which
+// names the path and says when its file system is full: dash's printf
+// reports every write error as "I/O error".
+//
 // Records written to stdout, parsed by frames:
 //
 //	F <namelen> 0\n<name>                       path missing
@@ -138,8 +142,16 @@ _nc_backup() {
 		_nc_r=$?
 		umask 022
 		[ "$_nc_r" = 0 ] || return 1
-		cp -a -- "$1" "$bk" || return 1
+		cp -a -- "$1" "$bk" || { _nc_wfail "back up $1 to $bk" "${bk%/*}"; return 1; }
 		_nc_sync "$bk"
+	fi
+}
+_nc_wfail() {
+	_nc_wa=$(df -P -- "$2" 2> /dev/null | { read -r _nc_wl; IFS=' ' read -r _nc_wl _nc_wl _nc_wl _nc_wa _nc_wl; echo "$_nc_wa"; })
+	if [ "$_nc_wa" = 0 ]; then
+		echo "nodeconverge: $1: no space left on device (the file system of $2 is full)" >&2
+	else
+		echo "nodeconverge: $1 failed" >&2
 	fi
 }
 _nc_attrs() {
@@ -187,7 +199,10 @@ _nc_rec() {
 	_nc_q "$3"
 	_nc_ml="$_nc_ml $_nc_qv $4"
 	_nc_q "$5"
-	printf '%s\n' "$_nc_ml $_nc_qv" >> "$BK/MANIFEST" || return 1
+	printf '%s\n' "$_nc_ml $_nc_qv" >> "$BK/MANIFEST" 2> /dev/null || {
+		_nc_wfail "record the op in $BK/MANIFEST" "$BK"
+		return 1
+	}
 	_nc_sync "$BK/MANIFEST"
 }
 _nc_write() {
@@ -263,7 +278,11 @@ _nc_keep() {
 		_nc_r=$?
 		umask 022
 		[ "$_nc_r" = 0 ] || return 1
-		cat -- "$1" > "$bk.new" && _nc_sync "$bk.new" && mv -f -- "$bk.new" "$bk" || return 1
+		cat -- "$1" > "$bk.new" && _nc_sync "$bk.new" && mv -f -- "$bk.new" "$bk" || {
+			rm -f -- "$bk.new"
+			_nc_wfail "keep $1 in $bk" "${bk%/*}"
+			return 1
+		}
 	fi
 	_nc_rec keep "$1" "" 1 "$bk"
 }
