@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -286,4 +289,118 @@ func TestFaultBackupAreaFull(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bigYAML writes a valid YAML file of at least size bytes: a list of
+// plays, the shape of the issue's 50 MB playbook. It is streamed to the
+// file, so this process stays small and a child's peak RSS (which counts
+// the parent's at the child's exec) measures the child.
+func bigYAML(t *testing.T, size int) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "big.yaml")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	for i, n := 0, 0; n < size; i++ {
+		k, err := fmt.Fprintf(w, "- name: play %d\n  hosts: nobody\n  tasks:\n    - name: t\n      command:\n        cmd: \"true\"\n", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += k
+	}
+	if err := errors.Join(w.Flush(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestFaultOversizedInputs (issue 11, minor): a 50 MB playbook, an
+// oversized inventory, vars file or copy src is refused with an error
+// naming the file and the limit, and the controller stays small (a 50 MB
+// playbook took 3 GB before).
+func TestFaultOversizedInputs(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", NoContainerd: true})
+	node := l.Nodes[0].Name
+	small := writePlaybook(t, `
+- name: small
+  hosts: all
+  tasks:
+    - name: motd
+      copy:
+        dest: /etc/containerd/motd
+        content: "hi\n"
+`)
+	big := bigYAML(t, 50<<20)
+
+	t.Run("playbook", func(t *testing.T) {
+		cmd := command(append([]string{"apply", "--check"}, labArgs(l, big)...)...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("want exit 1, got %v:\n%s", err, out)
+		}
+		want := "read playbook " + big + ": too large: "
+		if !strings.Contains(string(out), want) || !strings.Contains(string(out), "over the limit of 4 MiB") {
+			t.Fatalf("want %q and the limit:\n%s", want, out)
+		}
+		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		t.Logf("peak RSS %d MiB", ru.Maxrss>>10)
+		if ru.Maxrss > 200<<10 {
+			t.Errorf("peak RSS %d MiB refusing a 50 MB playbook", ru.Maxrss>>10)
+		}
+	})
+
+	t.Run("inventory", func(t *testing.T) {
+		inv := filepath.Join(t.TempDir(), "inventory.yaml")
+		if err := os.WriteFile(inv, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(inv, 33<<20); err != nil {
+			t.Fatal(err)
+		}
+		r := nc(t, "apply", "--check", "-i", inv, small)
+		wantCode(t, r, 1)
+		if !strings.Contains(r.stdout+r.stderr, "read inventory "+inv+": too large: 34603008 bytes, over the limit of 32 MiB") {
+			t.Fatalf("want the inventory and the limit named:\n%s", r)
+		}
+	})
+
+	t.Run("vars file", func(t *testing.T) {
+		vars := bigYAML(t, 5<<20)
+		r := nc(t, append([]string{"apply", "--check", "-e", "@" + vars}, labArgs(l, small)...)...)
+		wantCode(t, r, 1)
+		if !strings.Contains(r.stdout+r.stderr, "read extra vars: too large: ") || !strings.Contains(r.stdout+r.stderr, vars) ||
+			!strings.Contains(r.stdout+r.stderr, "over the limit of 4 MiB (4194304 bytes) for a vars file") {
+			t.Fatalf("want the vars file and the limit named:\n%s", r)
+		}
+	})
+
+	t.Run("copy src", func(t *testing.T) {
+		src := filepath.Join(t.TempDir(), "blob")
+		if err := os.WriteFile(src, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(src, 17<<20); err != nil {
+			t.Fatal(err)
+		}
+		pb := writePlaybook(t, `
+- name: blob
+  hosts: all
+  tasks:
+    - name: copy a blob
+      copy:
+        dest: /etc/containerd/blob
+        src: `+src+`
+`)
+		r := nc(t, append([]string{"apply"}, labArgs(l, pb)...)...)
+		wantCode(t, r, 1)
+		if !strings.Contains(r.stdout, "read src "+src+": too large: 17825792 bytes, over the limit of 16 MiB") {
+			t.Fatalf("want the src and the limit named:\n%s", r)
+		}
+		if _, err := os.Stat(l.NodePath(node, "/etc/containerd/blob")); !os.IsNotExist(err) {
+			t.Errorf("the node got the blob: %v", err)
+		}
+	})
 }
