@@ -46,8 +46,11 @@ type proxyConn struct {
 // checked against.
 type proxyAddr string
 
+// Network names the kind of connection, for net.Addr.
 func (a proxyAddr) Network() string { return "proxycommand" }
-func (a proxyAddr) String() string  { return string(a) }
+
+// String is host:port, which known_hosts checks parse.
+func (a proxyAddr) String() string { return string(a) }
 
 // tailBuffer keeps the last bytes written to it.
 type tailBuffer struct {
@@ -57,6 +60,8 @@ type tailBuffer struct {
 
 const proxyStderrTail = 2048
 
+// Write keeps the last proxyStderrTail bytes; it never fails, so the
+// command never blocks on its stderr.
 func (b *tailBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -67,6 +72,7 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// String is what was kept, trimmed.
 func (b *tailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -170,7 +176,10 @@ func startProxy(command, at string, ep endpoint, alias string) (*proxyConn, erro
 	return p, nil
 }
 
-func (p *proxyConn) Read(b []byte) (int, error)  { return p.r.Read(b) }
+// Read reads what the command printed: bytes from the server.
+func (p *proxyConn) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+// Write feeds the command: bytes for the server.
 func (p *proxyConn) Write(b []byte) (int, error) { return p.w.Write(b) }
 
 // Close ends the command: its stdin is closed and its process group
@@ -208,10 +217,19 @@ func (p *proxyConn) describe(err error) error {
 	return fmt.Errorf("%w (ProxyCommand %s)", err, status)
 }
 
-func (p *proxyConn) LocalAddr() net.Addr  { return proxyAddr("local") }
+// LocalAddr has no address to give; net.Conn needs one.
+func (p *proxyConn) LocalAddr() net.Addr { return proxyAddr("local") }
+
+// RemoteAddr is the host and port the command was asked to reach.
 func (p *proxyConn) RemoteAddr() net.Addr { return p.addr }
+
+// SetDeadline sets both pipes' deadlines.
 func (p *proxyConn) SetDeadline(t time.Time) error {
 	return errors.Join(p.r.SetDeadline(t), p.w.SetDeadline(t))
 }
-func (p *proxyConn) SetReadDeadline(t time.Time) error  { return p.r.SetReadDeadline(t) }
+
+// SetReadDeadline bounds reads from the command.
+func (p *proxyConn) SetReadDeadline(t time.Time) error { return p.r.SetReadDeadline(t) }
+
+// SetWriteDeadline bounds writes to the command.
 func (p *proxyConn) SetWriteDeadline(t time.Time) error { return p.w.SetWriteDeadline(t) }
