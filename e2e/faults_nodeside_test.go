@@ -404,3 +404,42 @@ func TestFaultOversizedInputs(t *testing.T) {
 		}
 	})
 }
+
+// TestFaultProxyCommandInInventory (issue 11, minor): a ProxyCommand in
+// ansible_ssh_common_args is a shell command taken from an inventory
+// variable: the host is refused with a message saying so, instead of the
+// option being ignored and the node reached directly.
+func TestFaultProxyCommandInInventory(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", NoContainerd: true})
+	n := l.Nodes[0]
+	inv := filepath.Join(t.TempDir(), "inventory.yaml")
+	body := fmt.Sprintf(`all:
+  hosts:
+    %s:
+      ansible_host: %s
+      ansible_port: %d
+      ansible_user: root
+      ansible_ssh_private_key_file: %s
+      ansible_ssh_common_args: '-o ProxyCommand="ssh -W %%h:%%p -q bastion.invalid"'
+`, n.Name, n.Addr, n.Port, l.KeyFile)
+	if err := os.WriteFile(inv, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pb := writePlaybook(t, `
+- name: motd
+  hosts: all
+  tasks:
+    - name: motd
+      copy:
+        dest: /etc/containerd/motd
+        content: "hi\n"
+`)
+	r := nc(t, "apply", "-i", inv, "--known-hosts", l.KnownHosts, "--ssh-config", "/dev/null", pb)
+	wantCode(t, r, 1)
+	if !strings.Contains(r.stdout, n.Name+": ansible_ssh_common_args sets ProxyCommand") {
+		t.Fatalf("want the host refused naming ProxyCommand:\n%s", r)
+	}
+	if _, err := os.Stat(l.NodePath(n.Name, "/etc/containerd/motd")); !os.IsNotExist(err) {
+		t.Errorf("the node was reached without its ProxyCommand: %v", err)
+	}
+}
