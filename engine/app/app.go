@@ -78,6 +78,9 @@ type ApplyOptions struct {
 // with the inventory's connection variables.
 func Dialer(opts sshconn.Options) func(ctx context.Context, h *inventory.Host, become bool) (transport.Conn, error) {
 	return func(ctx context.Context, h *inventory.Host, become bool) (transport.Conn, error) {
+		if inventory.SetsProxyCommand(h.Conn.CommonArgs) {
+			return nil, fmt.Errorf("%s: ansible_ssh_common_args sets ProxyCommand, a shell command, which nodeconverge does not take from inventory variables; set ProxyCommand in the ssh config (--ssh-config) or use ProxyJump (-J)", h.Name)
+		}
 		return sshconn.Dial(ctx, opts, Target(h, become))
 	}
 }

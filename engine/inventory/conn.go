@@ -77,6 +77,29 @@ func proxyJump(args string) string {
 	return jump
 }
 
+// SetsProxyCommand reports whether ssh arguments (ansible_ssh_common_args)
+// set ProxyCommand: "-o ProxyCommand=...", "-oProxyCommand ...", or "-o
+// 'ProxyCommand ...'". Its value is a shell command line, which nodeconverge
+// does not take from inventory variables (they are data); the caller
+// refuses the host instead of connecting without the proxy.
+func SetsProxyCommand(args string) bool {
+	words := yamlx.ShellWords(args)
+	for i, w := range words {
+		opt := ""
+		switch {
+		case w == "-o" && i+1 < len(words):
+			opt = words[i+1]
+		case strings.HasPrefix(w, "-o"):
+			opt = w[2:]
+		}
+		const key = "proxycommand"
+		if len(opt) >= len(key) && strings.EqualFold(opt[:len(key)], key) {
+			return true
+		}
+	}
+	return false
+}
+
 func proxyJumpOption(opt string) (string, bool) {
 	const key = "proxyjump"
 	if len(opt) <= len(key) || !strings.EqualFold(opt[:len(key)], key) {

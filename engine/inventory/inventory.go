@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"nodeconverge/engine/inputs"
 	"nodeconverge/engine/yamlx"
 )
 
@@ -87,7 +88,7 @@ type loader struct {
 // Load reads an inventory file and the group_vars/ and host_vars/
 // directories beside it.
 func Load(path string) (*Inventory, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputs.ReadFile(path, "inventory", inputs.MaxInventory)
 	if err != nil {
 		return nil, fmt.Errorf("read inventory %s: %w", path, err)
 	}
@@ -515,7 +516,7 @@ func (l *loader) readVarsFor(dir, name string) (map[string]any, error) {
 	}
 	out := map[string]any{}
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := inputs.ReadFile(f, "vars file", inputs.MaxVarsFile)
 		if err != nil {
 			return nil, fmt.Errorf("read vars file %s: %w", f, err)
 		}

@@ -381,3 +381,18 @@ func FuzzLoad(f *testing.F) {
 		_, _ = inv.Select(string(data))
 	})
 }
+
+func TestSetsProxyCommand(t *testing.T) {
+	for args, want := range map[string]bool{
+		`-o ProxyCommand="ssh -W %h:%p -q bastion"`: true,
+		"-oProxyCommand=nc %h %p":                   true,
+		`-o "proxycommand ssh -W %h:%p b" -v`:       true,
+		"-o ProxyJump=b":                            false,
+		"-o StrictHostKeyChecking=no":               false,
+		"":                                          false,
+	} {
+		if got := SetsProxyCommand(args); got != want {
+			t.Errorf("SetsProxyCommand(%q) = %v, want %v", args, got, want)
+		}
+	}
+}

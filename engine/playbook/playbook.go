@@ -10,7 +10,6 @@ package playbook
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"nodeconverge/engine/inputs"
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/yamlx"
 )
@@ -90,7 +90,7 @@ type loader struct {
 
 // Load reads and validates a playbook.
 func Load(path string) ([]*Play, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputs.ReadFile(path, "playbook", inputs.MaxPlaybook)
 	if err != nil {
 		return nil, fmt.Errorf("read playbook %s: %w", path, err)
 	}

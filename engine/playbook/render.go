@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -13,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"nodeconverge/engine/inputs"
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
 	"nodeconverge/engine/yamlx"
@@ -302,7 +302,7 @@ func ParseExtraVars(kvs []string) (map[string]any, error) {
 		switch {
 		case strings.HasPrefix(s, "@"):
 			path := s[1:]
-			data, err := os.ReadFile(path)
+			data, err := inputs.ReadFile(path, "vars file", inputs.MaxVarsFile)
 			if err != nil {
 				return nil, fmt.Errorf("-e %s: read extra vars: %w", kv, err)
 			}

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -187,7 +188,14 @@ func (p *Plan) Write(path string) error {
 // IsPlanFile reports whether path holds a saved plan (so `apply FILE`
 // knows a plan from a playbook).
 func IsPlanFile(path string) bool {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	// The start of the file decides; reading a large playbook whole here
+	// would cost before its size is checked.
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
 	if err != nil {
 		return false
 	}

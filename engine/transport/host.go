@@ -96,7 +96,7 @@ func (h *Host) Stats() Stats {
 // run sends s and returns its records, checking that the script got to its
 // end record.
 func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *CmdResult, error) {
-	text, stdin, err := s.build()
+	text, stdin, err := s.build(h.opts.StateDir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %s: %w", h.Host(), what, err)
 	}
@@ -247,8 +247,8 @@ func checkQueryPath(p string) error {
 	return checkNUL(p)
 }
 
-// stage lays the files out in a fresh scratch directory (mode 0700, under
-// the node's temporary directory), exports its path as SCRATCH, runs the
+// stage lays the files out in a fresh scratch directory (mode 0700, inside
+// the script's private directory under StateDir/tmp: see scratch.go), exports its path as SCRATCH, runs the
 // commands in order inside it, and removes it however the script ends. Every
 // command runs even when an earlier one failed; the caller judges the
 // results.
@@ -374,7 +374,8 @@ func checkLivePath(p string) error {
 // StateDir/backups/<RunID>/<path> before it changes; the first backup of a
 // path in a run wins, so the backup is the state before the run. A move
 // backs up both the source and an existing destination and reports the
-// source's backup. Removing a missing path succeeds. Before any op, backup
+// source's backup. Removing a missing path succeeds. A keep op changes
+// nothing: it saves the path's content for Rollback (see OpKeep). Before any op, backup
 // directories of older runs beyond KeepBackups are removed.
 //
 // Every op on a path outside StateDir is also recorded, before it is
@@ -440,6 +441,8 @@ func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 			words = []string{"_nc_move", ShellQuote(op.Path), ShellQuote(op.From), backup}
 		case OpRemove:
 			words = []string{"_nc_remove", ShellQuote(op.Path), backup}
+		case OpKeep:
+			words = []string{"_nc_keep", ShellQuote(op.Path)}
 		default:
 			return nil, fmt.Errorf("%s: apply: op %d: unknown kind %q", h.Host(), i, op.Kind)
 		}

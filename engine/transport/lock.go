@@ -165,45 +165,6 @@ const lockPrelude = `_nc_lguard() {
 	exec 9>> "$SD/lock.guard" || return 1
 	flock -w 30 9 || { echo "nodeconverge: flock $SD/lock.guard: busy for 30s or flock(1) missing" >&2; return 1; }
 }
-_nc_lstat() {
-	_nc_ls=
-	_nc_lc=
-	[ -r "/proc/$1/stat" ] || return 1
-	_nc_ls=$(cat "/proc/$1/stat" 2> /dev/null) || return 1
-	IFS= read -r _nc_lc < "/proc/$1/comm" || return 1
-	_nc_ls=${_nc_ls##*) }
-	IFS=' '
-	set -- $_nc_ls
-	IFS=
-	_nc_lstate=$1
-	_nc_lppid=$2
-	eval "_nc_lstart=\${20}"
-}
-_nc_lholder() {
-	_nc_p=$$
-	_nc_hp=
-	_nc_lfirst=
-	while [ -n "$_nc_p" ] && [ "$_nc_p" -gt 1 ]; do
-		_nc_lstat "$_nc_p" || break
-		case $_nc_lc in
-		sshd*)
-			_nc_hp=$_nc_p
-			_nc_hc=$_nc_lc
-			_nc_hs=$_nc_lstart
-			return 0
-			;;
-		esac
-		if [ -z "$_nc_lfirst" ]; then _nc_lfirst=$_nc_lppid; fi
-		_nc_p=$_nc_lppid
-	done
-	[ -n "$_nc_lfirst" ] && _nc_lstat "$_nc_lfirst" || {
-		echo "nodeconverge: cannot find the process holding this connection in /proc" >&2
-		return 1
-	}
-	_nc_hp=$_nc_lfirst
-	_nc_hc=$_nc_lc
-	_nc_hs=$_nc_lstart
-}
 _nc_lread() {
 	_nc_orun=
 	_nc_opid=

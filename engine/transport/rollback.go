@@ -18,6 +18,7 @@ import (
 //	write '/etc/sysctl.d/99-inotify.conf' '' 0 ''
 //	move '/etc/containerd/disabled/zz.toml' '/etc/containerd/conf.d/zz.toml' 0 ''
 //	remove '/etc/x' '' 1 '/var/lib/nodeconverge/backups/R/etc/x'
+//	keep '/proc/sys/fs/inotify/max_user_instances' '' 1 '/var/lib/nodeconverge/backups/R/proc/sys/fs/inotify/max_user_instances'
 //
 // PATH is the file actually changed (a write through a symbolic link names
 // the link's target), FROM the source of a move, EXISTED whether PATH
@@ -38,7 +39,10 @@ const ManifestName = "MANIFEST"
 //   - write of a path that did not exist: remove it if it is there;
 //   - move: if the source is gone and the destination is there, move it
 //     back; then restore a destination that existed before. A source that
-//     still exists means the move never happened.
+//     still exists means the move never happened;
+//   - keep: write the saved content back into the path in place (a kernel
+//     setting cannot be renamed over). A kernel that refuses the old value
+//     is reported: the setting then stays at the run's value.
 //
 // Undone paths are printed as O records, failures as X records (the script
 // goes on with the other entries).
@@ -111,6 +115,17 @@ _nc_undo() {
 			_nc_restore "$2" "$5" || return 1
 			_nc_done "$6" "$2"
 		fi
+		;;
+	keep)
+		if [ ! -f "$5" ]; then
+			echo "$2: its saved value $5 is missing; cannot restore it (it stays at this run's value)" >&2
+			return 1
+		fi
+		cat -- "$5" > "$2" 2> "$T/ke" || {
+			echo "$2: writing back its value from before the run failed, so it stays at this run's value: $(cat -- "$T/ke")" >&2
+			return 1
+		}
+		_nc_done "$6" "$2"
 		;;
 	*)
 		echo "nodeconverge: unknown manifest op $1" >&2

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -193,5 +194,68 @@ func TestPendingRecords(t *testing.T) {
 	next := newTestHost(t, "sh", HostOptions{RunID: "r2", StateDir: state})
 	if _, err := next.Pending(ctx); err == nil || !strings.Contains(err.Error(), "bad.json") {
 		t.Errorf("garbled record: err = %v, want one naming it", err)
+	}
+}
+
+// TestRollbackKeep: a kept path changed in place afterwards (as sysctl
+// changes /proc/sys) gets its old content back in place; when it cannot be
+// written back, the rollback says the path stays at the run's value.
+func TestRollbackKeep(t *testing.T) {
+	for _, sh := range shells {
+		t.Run(sh, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			state := filepath.Join(dir, "state")
+			knob := filepath.Join(dir, "proc", "knob")
+			writeFile(t, knob, []byte("128\n"), 0o644)
+			h := newTestHost(t, sh, HostOptions{RunID: "r1", StateDir: state})
+			res, err := h.Apply(ctx, []Op{{Kind: OpKeep, Path: knob, Backup: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res) != 1 || res[0].BackupPath == "" {
+				t.Fatalf("keep results = %+v, want the saved copy's path", res)
+			}
+			if got := readString(t, knob); got != "128\n" {
+				t.Fatalf("keep changed the path: %q", got)
+			}
+			ino := func() uint64 {
+				fi, err := os.Stat(knob)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return fi.Sys().(*syscall.Stat_t).Ino
+			}
+			before := ino()
+			writeFile(t, knob, []byte("8192\n"), 0o644)
+			paths, err := h.Rollback(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{knob}, paths); diff != "" {
+				t.Errorf("rolled back (-want +got):\n%s", diff)
+			}
+			if got := readString(t, knob); got != "128\n" {
+				t.Errorf("after rollback %s = %q, want 128", knob, got)
+			}
+			if ino() != before {
+				t.Errorf("rollback replaced %s instead of writing it in place", knob)
+			}
+
+			// A path that can no longer be written: the error says so.
+			if _, err := h.Apply(ctx, []Op{{Kind: OpKeep, Path: knob, Backup: true}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(knob); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(knob, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			_, err = h.Rollback(ctx)
+			if err == nil || !strings.Contains(err.Error(), knob+": writing back its value from before the run failed, so it stays at this run's value") {
+				t.Fatalf("rollback of an unwritable kept path: %v", err)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -34,6 +35,10 @@ const (
 // each, which also gives the true size of /proc files that stat reports as
 // empty), then one stat prints the metadata of all copies and paths and one
 // cat prints every copy.
+//
+// A failed write into the backup area is explained by _nc_wfail, which
+// names the path and says when its file system is full: dash's printf
+// reports every write error as "I/O error".
 //
 // Records written to stdout, parsed by frames:
 //
@@ -137,8 +142,16 @@ _nc_backup() {
 		_nc_r=$?
 		umask 022
 		[ "$_nc_r" = 0 ] || return 1
-		cp -a -- "$1" "$bk" || return 1
+		cp -a -- "$1" "$bk" || { _nc_wfail "back up $1 to $bk" "${bk%/*}"; return 1; }
 		_nc_sync "$bk"
+	fi
+}
+_nc_wfail() {
+	_nc_wa=$(df -P -- "$2" 2> /dev/null | { read -r _nc_wl; IFS=' ' read -r _nc_wl _nc_wl _nc_wl _nc_wa _nc_wl; echo "$_nc_wa"; })
+	if [ "$_nc_wa" = 0 ]; then
+		echo "nodeconverge: $1: no space left on device (the file system of $2 is full)" >&2
+	else
+		echo "nodeconverge: $1 failed" >&2
 	fi
 }
 _nc_attrs() {
@@ -186,7 +199,10 @@ _nc_rec() {
 	_nc_q "$3"
 	_nc_ml="$_nc_ml $_nc_qv $4"
 	_nc_q "$5"
-	printf '%s\n' "$_nc_ml $_nc_qv" >> "$BK/MANIFEST" || return 1
+	printf '%s\n' "$_nc_ml $_nc_qv" >> "$BK/MANIFEST" 2> /dev/null || {
+		_nc_wfail "record the op in $BK/MANIFEST" "$BK"
+		return 1
+	}
 	_nc_sync "$BK/MANIFEST"
 }
 _nc_write() {
@@ -250,6 +266,26 @@ _nc_remove() {
 	_nc_dir "$1"
 	_nc_sync "$_nc_d"
 }
+_nc_keep() {
+	bk=$BK$1
+	if [ ! -f "$1" ]; then
+		echo "$1: not a regular file; cannot keep its value" >&2
+		return 1
+	fi
+	if [ ! -e "$bk" ]; then
+		umask 077
+		mkdir -p -- "${bk%/*}"
+		_nc_r=$?
+		umask 022
+		[ "$_nc_r" = 0 ] || return 1
+		cat -- "$1" > "$bk.new" && _nc_sync "$bk.new" && mv -f -- "$bk.new" "$bk" || {
+			rm -f -- "$bk.new"
+			_nc_wfail "keep $1 in $bk" "${bk%/*}"
+			return 1
+		}
+	fi
+	_nc_rec keep "$1" "" 1 "$bk"
+}
 _nc_prune() {
 	_nc_n=0
 	for _nc_f in "$1"/*; do [ -d "$_nc_f" ] && _nc_n=$((_nc_n + 1)); done
@@ -265,20 +301,30 @@ _nc_prune() {
 
 // mainHead and mainTail wrap a script's body. LC_ALL=C makes globs sort
 // bytewise and ${#x} count bytes; IFS is emptied so an unquoted glob
-// pattern is expanded but never split. The EXIT trap removes the private
-// temporary directory however the script ends; the signal traps turn a
-// signal into an exit so the EXIT trap runs; it also removes a write's
-// temporary file ($_nc_t) when a signal arrives between mktemp and rename.
+// pattern is expanded but never split.
+//
+// The private directory T (staged candidates, copies of the files read,
+// command output: it may hold credentials) lives under the state directory
+// ($_nc_td, see scratchPrelude), never in the node's shared /tmp. The EXIT
+// trap removes it however the script ends; the signal traps turn a signal
+// into an exit so the EXIT trap runs. PIPE is among them: when the
+// controller dies, sshd closes the session's pipes without signalling the
+// script, and the script learns of it at its next write. The EXIT trap also
+// removes a write's temporary file ($_nc_t) when a signal arrives between
+// mktemp and rename. A script killed outright (SIGKILL, a reboot) leaves T
+// behind; the next script on the node removes it (_nc_sweep).
 const mainHead = `_nc_main() {
 LC_ALL=C
 export LC_ALL
 umask 022
-T=$(mktemp -d) || { echo 'nodeconverge: mktemp -d failed' >&2; exit 111; }
+T=
 _nc_t=
-trap 'rm -rf -- "$T"; [ -z "$_nc_t" ] || rm -f -- "$_nc_t"' EXIT
+trap '[ -z "$T" ] || rm -rf -- "$T"; [ -z "$_nc_t" ] || rm -f -- "$_nc_t"' EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
+trap 'exit 141' PIPE
 trap 'exit 143' TERM
+_nc_scratch || exit 111
 IFS=
 `
 
@@ -337,9 +383,13 @@ func (s *script) cmd(i int, c Cmd) error {
 }
 
 // build returns the script text and its stdin.
-func (s *script) build() (string, []byte, error) {
+// stateDir is the node's state directory, under which the script's private
+// directory is made.
+func (s *script) build(stateDir string) (string, []byte, error) {
 	var text strings.Builder
 	text.WriteString(prelude)
+	text.WriteString(scratchPrelude)
+	fmt.Fprintf(&text, "_nc_td=%s\n", ShellQuote(path.Join(stateDir, ScratchDirName)))
 	text.WriteString(mainHead)
 	var stdin bytes.Buffer
 	if len(s.blobs) > 0 {

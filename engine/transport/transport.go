@@ -125,6 +125,12 @@ const (
 	OpWrite  OpKind = "write"  // replace or create Path with Content
 	OpMove   OpKind = "move"   // rename From to Path (same filesystem or copy+remove)
 	OpRemove OpKind = "remove" // remove Path
+	// OpKeep changes nothing: it saves Path's content under the run's
+	// backup directory and records it, so Rollback writes it back in
+	// place. It is for a path the run then changes in place with a
+	// command, one that no rename can replace: a kernel setting under
+	// /proc/sys set by `sysctl`.
+	OpKeep OpKind = "keep"
 )
 
 // Op is one change to a live path.

@@ -10,11 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"nodeconverge/engine/inputs"
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
 )
@@ -85,9 +85,9 @@ func (a *Args) content() ([]byte, error) {
 	if !filepath.IsAbs(p) && a.baseDir != "" {
 		p = filepath.Join(a.baseDir, p)
 	}
-	b, err := os.ReadFile(p)
+	b, err := inputs.ReadFile(p, "copy src", inputs.MaxCopySrc)
 	if err != nil {
-		return nil, fmt.Errorf("read src: %w", err)
+		return nil, fmt.Errorf("read src %s: %w", p, err)
 	}
 	return b, nil
 }

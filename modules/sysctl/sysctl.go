@@ -351,7 +351,8 @@ func dirRank(p string) int {
 
 // Apply writes the file, sets the drifting live values, and reads them
 // back: a kernel that refuses a value is an error here, not a surprise at
-// the next re-check.
+// the next re-check. The previous live values are kept (transport.OpKeep)
+// before they change, so rolling the run back restores them too.
 func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*module.Result, error) {
 	var d data
 	if err := json.Unmarshal(p.Data, &d); err != nil {
@@ -360,6 +361,14 @@ func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*m
 	var ops []transport.Op
 	for _, fc := range p.Files {
 		ops = append(ops, transport.Op{Kind: transport.OpWrite, Path: fc.Path, Content: fc.After, Mode: fc.Mode, Backup: true})
+	}
+	if len(d.Cmd) > 0 {
+		// The live values about to change are kept with the run's
+		// backups, so a rollback of the run restores them along with
+		// the file instead of leaving the kernel at the new values.
+		for _, k := range d.Live {
+			ops = append(ops, transport.Op{Kind: transport.OpKeep, Path: procPath(k), Backup: true})
+		}
 	}
 	if _, err := h.Apply(ctx, ops); err != nil {
 		return nil, err

@@ -180,3 +180,50 @@ func TestLabSysctl(t *testing.T) {
 		t.Fatalf("allow_shadow: plan %+v, err %v", plan, err)
 	}
 }
+
+// TestLabSysctlRollback (issue 11 item 9): rolling back a run that set a
+// live value restores the value from before the run, not only the file.
+func TestLabSysctlRollback(t *testing.T) {
+	ctx := context.Background()
+	l, n, h := labHost(t, labtest.Options{Nodes: 1, Scenario: "clean", NoContainerd: true})
+	proc := l.NodePath(n.Name, "/proc/sys/fs/inotify/max_user_instances")
+	watches := l.NodePath(n.Name, "/proc/sys/fs/inotify/max_user_watches")
+	watchesBefore, err := os.ReadFile(watches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Module{}
+	plan, err := m.Check(ctx, transport.ReadOnly(h), inotifyArgs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Undone newest first: the live values (kept after the file is
+	// written, in key order), then the file.
+	var want []string
+	for i := len(plan.Effective) - 1; i >= 0; i-- {
+		want = append(want, procPath(strings.TrimPrefix(plan.Effective[i].Key, "live:")))
+	}
+	want = append(want, DefaultPath)
+	if _, err := m.Apply(ctx, h, plan); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(proc); err != nil || strings.TrimSpace(string(b)) != "8192" {
+		t.Fatalf("after apply, max_user_instances = %q, %v; want 8192", b, err)
+	}
+	paths, err := h.Rollback(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(proc); err != nil || strings.TrimSpace(string(b)) != "128" {
+		t.Errorf("after rollback, max_user_instances = %q, %v; want 128, the value before the run", b, err)
+	}
+	if _, err := os.Stat(l.NodePath(n.Name, DefaultPath)); !os.IsNotExist(err) {
+		t.Errorf("after rollback, %s: %v; want it gone", DefaultPath, err)
+	}
+	if b, err := os.ReadFile(watches); err != nil || string(b) != string(watchesBefore) {
+		t.Errorf("after rollback, max_user_watches = %q, %v; want %q", b, err, watchesBefore)
+	}
+	if diff := cmp.Diff(want, paths); diff != "" {
+		t.Errorf("rolled back paths (-want +got):\n%s", diff)
+	}
+}

@@ -31,6 +31,7 @@ type configBlock struct {
 type configOpt struct {
 	key  string // lower case
 	args []string
+	raw  string // the value as written, for ProxyCommand (a shell command line)
 	file string
 	line int
 }
@@ -42,6 +43,10 @@ type hostConfig struct {
 	Port          string
 	IdentityFiles []string
 	ProxyJump     string
+	// ProxyCommand is the command line whose stdin and stdout carry the
+	// connection; ProxyCommandAt says where it was set (file:line).
+	ProxyCommand   string
+	ProxyCommandAt string
 }
 
 // maxIncludeDepth mirrors OpenSSH's READCONF_MAX_DEPTH so an include loop
@@ -104,7 +109,7 @@ func (c *sshConfig) readFile(file, sshDir string, depth int) error {
 			}
 		default:
 			cur := c.blocks[len(c.blocks)-1]
-			cur.opts = append(cur.opts, configOpt{key: key, args: args, file: file, line: lineNo})
+			cur.opts = append(cur.opts, configOpt{key: key, args: args, raw: rawValue(sc.Text()), file: file, line: lineNo})
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -172,6 +177,22 @@ func splitConfigLine(line string) (string, []string, error) {
 	return key, args, nil
 }
 
+// rawValue is what follows the key (and its separator) on a config line,
+// unsplit and with its quotes: OpenSSH hands ProxyCommand's value to the
+// shell as written.
+func rawValue(line string) string {
+	s := strings.TrimSpace(line)
+	end := strings.IndexAny(s, " \t=")
+	if end < 0 {
+		return ""
+	}
+	rest := strings.TrimLeft(s[end:], " \t")
+	if strings.HasPrefix(rest, "=") {
+		rest = strings.TrimLeft(rest[1:], " \t")
+	}
+	return rest
+}
+
 // matches reports whether host is selected by a Host line: some positive
 // pattern matches and no negated one does, as in OpenSSH's match_hostname.
 func (b *configBlock) matches(host string) bool {
@@ -234,8 +255,16 @@ func (c *sshConfig) lookup(host string) hostConfig {
 			case "identityfile":
 				hc.IdentityFiles = append(hc.IdentityFiles, v)
 			case "proxyjump":
-				if hc.ProxyJump == "" {
+				// ProxyJump and ProxyCommand exclude each
+				// other; as in OpenSSH, the first one
+				// obtained wins.
+				if hc.ProxyJump == "" && hc.ProxyCommand == "" {
 					hc.ProxyJump = strings.Join(o.args, ",")
+				}
+			case "proxycommand":
+				if hc.ProxyJump == "" && hc.ProxyCommand == "" {
+					hc.ProxyCommand = o.raw
+					hc.ProxyCommandAt = fmt.Sprintf("%s:%d", o.file, o.line)
 				}
 			}
 		}

@@ -128,3 +128,26 @@ func TestParseHop(t *testing.T) {
 		}
 	}
 }
+
+// TestSSHConfigProxyCommand: ProxyCommand keeps its value as written
+// (quotes included, for the shell), records where it was set, and
+// excludes ProxyJump: the first of the two obtained wins, as in OpenSSH.
+func TestSSHConfigProxyCommand(t *testing.T) {
+	home := isolate(t)
+	p := filepath.Join(home, ".ssh", "config")
+	writeFile(t, p, "Host a\n  ProxyCommand sh -c \"nc %h %p\"  # not a comment to ssh\nHost b\n  ProxyJump j\nHost *\n  ProxyJump k\n  ProxyCommand=ssh -W %h:%p x\n")
+	cfg, err := loadSSHConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.lookup("a")
+	if got.ProxyCommand != `sh -c "nc %h %p"  # not a comment to ssh` || got.ProxyCommandAt != p+":2" || got.ProxyJump != "" {
+		t.Errorf("a: %+v", got)
+	}
+	if got := cfg.lookup("b"); got.ProxyJump != "j" || got.ProxyCommand != "" {
+		t.Errorf("b: %+v", got)
+	}
+	if got := cfg.lookup("c"); got.ProxyJump != "k" || got.ProxyCommand != "" {
+		t.Errorf("c: %+v", got)
+	}
+}

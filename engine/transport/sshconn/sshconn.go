@@ -1,8 +1,8 @@
 // Package sshconn implements transport.Conn over one SSH connection per host
 // (golang.org/x/crypto/ssh), the way an operator's own `ssh` would connect:
 // host keys are verified against known_hosts, ~/.ssh/config supplies
-// HostName, User, Port, IdentityFile and ProxyJump, keys come from files and
-// ssh-agent, and jump hosts are chained.
+// HostName, User, Port, IdentityFile, ProxyJump and ProxyCommand (see
+// proxy.go), keys come from files and ssh-agent, and jump hosts are chained.
 //
 // # Running a script
 //
@@ -94,6 +94,12 @@ type endpoint struct {
 	user     string
 	explicit []keyFile
 	defaults []keyFile
+	// alias is the name the host was given as (ProxyCommand's %n);
+	// proxyCmd, set from ssh config, carries the connection instead of
+	// TCP, and proxyAt says where it was set.
+	alias    string
+	proxyCmd string
+	proxyAt  string
 }
 
 func (e endpoint) addr() string { return net.JoinHostPort(e.host, e.port) }
@@ -157,6 +163,10 @@ func Dial(ctx context.Context, opts Options, t Target) (transport.Conn, error) {
 	jump := t.ProxyJump
 	if jump == "" {
 		jump = cfgJump
+	} else {
+		// The inventory's ProxyJump wins over ssh config, whichever
+		// of ProxyJump and ProxyCommand the config set.
+		ep.proxyCmd = ""
 	}
 	var hops []endpoint
 	if jump != "" && !strings.EqualFold(jump, "none") {
@@ -168,6 +178,7 @@ func Dial(ctx context.Context, opts Options, t Target) (transport.Conn, error) {
 			// A hop's own ProxyJump from ssh config is not
 			// followed: the chain is exactly what was given.
 			hop, _ := resolve(cfg, opts, host, u, p, "")
+			hop.proxyCmd = ""
 			// The target's key is also offered to jump hosts
 			// (after their own), since one --private-key for a
 			// whole fleet usually opens its bastion too.
@@ -223,7 +234,10 @@ func Dial(ctx context.Context, opts Options, t Target) (transport.Conn, error) {
 // resolve applies ssh config to a host alias; explicit values win.
 func resolve(cfg *sshConfig, opts Options, alias, user, port, keyFile string) (endpoint, string) {
 	hc := cfg.lookup(alias)
-	ep := endpoint{host: alias, port: port, user: user}
+	ep := endpoint{host: alias, port: port, user: user, alias: alias}
+	if hc.ProxyCommand != "" && !strings.EqualFold(hc.ProxyCommand, "none") {
+		ep.proxyCmd, ep.proxyAt = hc.ProxyCommand, hc.ProxyCommandAt
+	}
 	if hc.HostName != "" {
 		ep.host = hc.HostName
 	}
@@ -276,11 +290,19 @@ func connect(ctx context.Context, opts Options, hk *hostKeys, ep endpoint, via *
 	defer cancel()
 	var nc net.Conn
 	var err error
-	if via == nil {
+	var proxy *proxyConn
+	switch {
+	case via != nil:
+		nc, err = via.DialContext(dctx, "tcp", addr)
+	case ep.proxyCmd != "":
+		proxy, err = startProxy(ep.proxyCmd, ep.proxyAt, ep, ep.alias)
+		if err != nil {
+			return nil, err
+		}
+		nc = proxy
+	default:
 		var d net.Dialer
 		nc, err = d.DialContext(dctx, "tcp", addr)
-	} else {
-		nc, err = via.DialContext(dctx, "tcp", addr)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -327,10 +349,14 @@ func connect(ctx context.Context, opts Options, hk *hostKeys, ep endpoint, via *
 			return nil, hkErr
 		case interrupted && ctx.Err() != nil:
 			return nil, fmt.Errorf("ssh handshake with %s: %w", addr, ctx.Err())
+		case interrupted && proxy != nil:
+			return nil, unreachable("ssh handshake with %s timed out after %s: %w", addr, opts.ConnectTimeout, proxy.describe(errors.New("no answer")))
 		case interrupted:
 			return nil, unreachable("ssh handshake with %s timed out after %s", addr, opts.ConnectTimeout)
 		case isAuthError(err):
 			return nil, fmt.Errorf("authenticate %s@%s: %w (%s)", ep.user, addr, err, auth.hint())
+		case proxy != nil:
+			return nil, unreachable("ssh handshake with %s: %w", addr, proxy.describe(err))
 		default:
 			return nil, unreachable("ssh handshake with %s: %w", addr, err)
 		}
