@@ -202,8 +202,12 @@ EOF
 }
 
 # start_containerd_in NAME: the node's containerd through its systemctl stand-in; output in start.out.
+# The stand-in's own start deadline (120 s, like a unit's start timeout) is for one restart; a lab
+# starting a thousand daemons at once on a loaded machine waits longer for each (LAB_UP_START_TIMEOUT,
+# 900 s by default): slow is not failed, and the deadline still bounds a daemon that never answers.
 start_containerd_in() {
 	nsenter -m -t "$(holder_pid "$1")" --wd=/ -- env -i PATH="$NODE_PATH_ENV" \
+		LAB_CONTAINERD_START_TIMEOUT="${LAB_UP_START_TIMEOUT:-900}" \
 		systemctl start containerd >"$(node_dir "$1")/start.out" 2>&1
 }
 
