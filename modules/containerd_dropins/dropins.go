@@ -355,8 +355,22 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		plan.Skip = fmt.Sprintf("%d shadowing drop-in(s) found; mode report moves nothing", len(moved))
 		return plan, nil
 	}
+	// A file can belong to several units (alone it hides one plugin's
+	// values, with a protected file another's): it moves once, its note
+	// naming everything it hid.
+	hid := map[string][]string{}
 	for _, u := range moved {
 		for _, p := range u.files {
+			hid[p] = append(hid[p], summary(u.restored))
+		}
+	}
+	emitted := map[string]bool{}
+	for _, u := range moved {
+		for _, p := range u.files {
+			if emitted[p] {
+				continue
+			}
+			emitted[p] = true
 			f := tree.File(p)
 			dest := filepath.Join(a.QuarantineDir, filepath.Base(p))
 			for _, g := range tree.Imports {
@@ -371,14 +385,14 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 			plan.Files = append(plan.Files, module.FileChange{
 				Action: module.Move, From: p, Path: dest, Before: f.Content, After: f.Content,
 				BeforeHash: module.Hash(f.Content), AfterHash: module.Hash(f.Content), Mode: 0o644,
-				Reasons: []string{"shadows " + summary(u.restored)},
+				Reasons: []string{"shadows " + strings.Join(hid[p], "; ")},
 			})
 			together := ""
 			if len(u.files) > 1 {
 				together = fmt.Sprintf("# It was moved together with %s: each of them alone hid the same values.\n", strings.Join(others(u.files, p), ", "))
 			}
 			note := []byte(fmt.Sprintf("# %s was moved here from %s by nodeconverge.\n# It shadowed, so containerd did not load: %s\n%s# Every value it sets is still in effect from another file (proven with %s config dump).\n# To undo: mv %s %s\n",
-				filepath.Base(p), p, summary(u.restored), together, tree.Bin, dest, p))
+				filepath.Base(p), p, strings.Join(hid[p], "; "), together, tree.Bin, dest, p))
 			plan.Files = append(plan.Files, module.FileChange{Action: module.Create, Path: dest + NoteSuffix, After: note, AfterHash: module.Hash(note), Mode: 0o644})
 		}
 	}

@@ -274,3 +274,35 @@ func writeFile(t *testing.T, p, content string) {
 		t.Fatal(err)
 	}
 }
+
+// Issue 10 matrix (aks-gpu with the incident's drop-ins, 1.x): the
+// registry drop-in hides the protected 99-nvidia.toml's runtimes alone and,
+// with it, the main config's CRI settings. It belongs to two units and was
+// moved twice (the second move failed after the first, "no such file"):
+// it moves once, and the main config's settings are absorbed.
+func TestDropinInTwoUnitsMovesOnce(t *testing.T) {
+	main := strings.Replace(criMain, `    [plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]
+      endpoint = ["https://mirror.lab:5000"]
+`, "", 1)
+	root, mainPath := tree(t, map[string]string{
+		"etc/containerd/config.toml":                    main,
+		"etc/containerd/conf.d/99-nvidia.toml":          operatorDropin(t),
+		"etc/containerd/conf.d/zz-labhub-registry.toml": scenario(t, "zz-labhub-registry.toml"),
+	})
+	p, err := check(t, labtest.Containerd16, root, mainPath, func(a *Args) { a.Protect = []string{"99-nvidia.toml"} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(moves(p), " "); got != "zz-labhub-registry.toml" {
+		t.Fatalf("moves = %q, want zz-labhub-registry.toml once", got)
+	}
+	notes := 0
+	for _, f := range p.Files {
+		if strings.HasSuffix(f.Path, NoteSuffix) {
+			notes++
+		}
+	}
+	if notes != 1 {
+		t.Fatalf("%d notes, want 1", notes)
+	}
+}
