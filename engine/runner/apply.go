@@ -140,6 +140,14 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 	res, err := m.Apply(ctx, w, plan)
 	if err != nil {
 		r.checkErr(tr, fmt.Errorf("apply: %w", err))
+		if ow, ok := w.(*owingWriter); ok && ow.rolled {
+			tr.Msg += fmt.Sprintf("\nthe rollback covered run %s, which owed this handler: ", ow.owing)
+			if len(ow.restored) == 0 {
+				tr.Msg += "it had no file changes left to undo"
+			} else {
+				tr.Msg += "restored " + strings.Join(ow.restored, ", ")
+			}
+		}
 		return
 	}
 	tr.Result = res

@@ -823,7 +823,13 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 // leaving the node on the old config.
 func (r *runner) owedWriter(s *hostState, t *playbook.Task, plan *module.Plan) (transport.Writer, error) {
 	var bw transport.Writer = backupWriter{Writer: s.h, stateDir: s.h.StateDir()}
-	if len(t.Notify) == 0 || t.Handler {
+	if t.Handler {
+		if rec, ok := s.pending[t.Name]; ok && rec.RunID != "" && rec.RunID != r.o.RunID {
+			return &owingWriter{Writer: bw, host: s.h, owing: rec.RunID}, nil
+		}
+		return bw, nil
+	}
+	if len(t.Notify) == 0 {
 		return bw, nil
 	}
 	var ops []transport.Op
@@ -858,6 +864,42 @@ func (w backupWriter) Apply(ctx context.Context, ops []transport.Op) ([]transpor
 		out[i] = op
 	}
 	return w.Writer.Apply(ctx, out)
+}
+
+// owingWriter is the Writer of a handler owed by an earlier run (killed
+// between its write and the handler): a rollback the handler asks for (a
+// restart whose gates fail) undoes this run and then the run that owes the
+// restart, whose backups are still on the node. Without it, the owed
+// restart of a killed run's bad change could only restart on that change.
+type owingWriter struct {
+	transport.Writer
+	host  *transport.Host
+	owing string
+	// restored are the paths the owing run's rollback restored.
+	restored []string
+	rolled   bool
+}
+
+// Rollback undoes this run, then the owing run (newest first), and returns
+// every path either changed; both are attempted even when one fails.
+func (w *owingWriter) Rollback(ctx context.Context) ([]string, error) {
+	paths, err := w.Writer.Rollback(ctx)
+	more, oerr := w.host.RollbackRun(ctx, w.owing)
+	w.rolled, w.restored = true, more
+	seen := map[string]bool{}
+	for _, p := range paths {
+		seen[p] = true
+	}
+	for _, p := range more {
+		if !seen[p] {
+			seen[p] = true
+			paths = append(paths, p)
+		}
+	}
+	if oerr != nil {
+		oerr = fmt.Errorf("roll back run %s, which owed the restart: %w", w.owing, oerr)
+	}
+	return paths, errors.Join(err, oerr)
 }
 
 // prependWriter puts ops ahead of the first change a module makes.

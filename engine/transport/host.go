@@ -500,11 +500,19 @@ func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 	}
 }
 
+// checkRunID refuses a run id that cannot name one directory below
+// StateDir/backups.
+func checkRunID(id string) error {
+	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, "/\x00\n") {
+		return fmt.Errorf("run id %q cannot name a directory", id)
+	}
+	return nil
+}
+
 // checkOptions validates what Apply builds backup paths from.
 func (h *Host) checkOptions() error {
-	id := h.opts.RunID
-	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, "/\x00") {
-		return fmt.Errorf("run id %q cannot name a directory", id)
+	if err := checkRunID(h.opts.RunID); err != nil {
+		return err
 	}
 	if err := checkLivePath(h.opts.StateDir); err != nil {
 		return fmt.Errorf("state dir %q: %w", h.opts.StateDir, err)

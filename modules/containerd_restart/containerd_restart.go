@@ -2,7 +2,8 @@
 // handler: it restarts containerd and then gates on health (unit active, CRI
 // plugins ok, expected runtimes in the effective config). When a gate fails
 // it undoes every file this run changed on the node (transport's run
-// manifest), restarts again, gates again, and fails the host with both
+// manifest; for a restart owed by an earlier run, that run's changes too:
+// the runner hands it a Writer whose Rollback covers both), restarts again, gates again, and fails the host with both
 // outcomes, so a bad change takes down one node, not the fleet.
 package containerd_restart
 
@@ -136,7 +137,7 @@ func (e *GateError) Error() string {
 
 func list(paths []string) string {
 	if len(paths) == 0 {
-		return "no files (this run changed none)"
+		return "no files (no change was left to undo)"
 	}
 	return strings.Join(paths, ", ")
 }
