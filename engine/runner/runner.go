@@ -95,8 +95,10 @@ type hostState struct {
 	mu   sync.Mutex
 	conn transport.Conn
 	h    *transport.Host
-	// plan overlays the planned writes of earlier tasks in check mode.
-	plan *overlay.Overlay
+	// plan overlays the planned writes of earlier tasks in check mode;
+	// reads, under it, fingerprints what the plan was made from.
+	plan  *overlay.Overlay
+	reads *readRecorder
 	// prefetched marks the plays whose reads were fetched ahead.
 	prefetched map[*playbook.Play]bool
 	// lock is the node lock an apply run holds from its first task on.
@@ -229,6 +231,13 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 			break
 		}
 		r.play(ctx, p, targets[p], args)
+	}
+	if o.Check {
+		for name, s := range r.hosts {
+			if s.reads != nil {
+				r.run.SetReads(name, s.reads.reads())
+			}
+		}
 	}
 	// Connections close before the recap is rendered, so what closing
 	// them finds is in the recap and in the reports alike.
@@ -667,7 +676,8 @@ func (r *runner) connect(ctx context.Context, s *hostState, become *bool) (*tran
 	}
 	s.h = h
 	s.owed = map[string][]string{}
-	s.plan = overlay.New(transport.ReadOnly(h))
+	s.reads = newReadRecorder(transport.ReadOnly(h))
+	s.plan = overlay.New(s.reads)
 	return s.h, nil
 }
 

@@ -123,10 +123,10 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 	return out
 }
 
-// stale compares the live files with the fingerprints the plan was made
-// from, in one round trip.
+// stale compares the live files, and the matches of the globs the plan
+// expanded, with what the plan was made from, in one round trip.
 func stale(ctx context.Context, h *transport.Host, hp *savedplan.HostPlan) (string, error) {
-	d, err := fingerprintDrift(ctx, h, hp.Fingerprints(), "changed since the plan was made")
+	d, err := fingerprintDrift(ctx, h, hp.Fingerprints(), hp.Listings, "changed since the plan was made")
 	if err != nil {
 		return "", fmt.Errorf("read planned files: %w", err)
 	}
@@ -134,8 +134,11 @@ func stale(ctx context.Context, h *transport.Host, hp *savedplan.HostPlan) (stri
 }
 
 func short(h string) string {
-	if h == "" {
+	switch {
+	case h == "":
 		return "absent"
+	case h == report.ReadDir || len(h) < 12:
+		return h
 	}
 	return "sha256:" + h[:12]
 }
