@@ -86,6 +86,9 @@ type Run struct {
 	Lost []string `json:"lost,omitempty"`
 	// NotAttempted maps each host a stopped play never reached to why.
 	NotAttempted map[string]string `json:"not_attempted,omitempty"`
+	// Interrupted maps each host of a run interrupted by SIGINT or
+	// SIGTERM to the state the run left it in.
+	Interrupted map[string]string `json:"interrupted,omitempty"`
 	// Notes are facts about the run worth reading that are not failures
 	// (a stale node lock taken over from a run that died).
 	Notes []string `json:"notes,omitempty"`
@@ -187,6 +190,17 @@ func (r *Run) NotAttempt(host, why string) {
 	if _, ok := r.NotAttempted[host]; !ok {
 		r.NotAttempted[host] = why
 	}
+}
+
+// Interrupt records the state an interrupted run left host in.
+func (r *Run) Interrupt(host, state string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recap(host)
+	if r.Interrupted == nil {
+		r.Interrupted = map[string]string{}
+	}
+	r.Interrupted[host] = state
 }
 
 // Unreachable says whether host had an unreachable result.

@@ -91,7 +91,14 @@ func baseDir(t *playbook.Task) string {
 func (r *runner) runStep(ctx context.Context, s *hostState, tr *report.TaskResult, st step) {
 	r.applyStep(ctx, s, tr, st)
 	if tr.Status == report.Failed || tr.Status == report.Unreachable {
+		if cutShort(ctx) {
+			// Say why the step's context ended, not only that it did.
+			tr.Msg = strings.ReplaceAll(tr.Msg, context.Canceled.Error(), context.Cause(ctx).Error())
+		}
 		r.rollback(ctx, s, tr)
+		if cutShort(ctx) {
+			r.restore(ctx, s, tr, st)
+		}
 	}
 }
 

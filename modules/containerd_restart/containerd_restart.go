@@ -185,3 +185,26 @@ func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*m
 	ge.Second, ge.SecondOK = second.String(), second.OK()
 	return nil, ge
 }
+
+// Restore starts the service after a restart was cut short (the run
+// interrupted between its stop and its start) and reports the unit's
+// state; it does not gate: the run is ending, and the next run owes the
+// restart again (its pending record stays).
+func (Module) Restore(ctx context.Context, h transport.Writer, p *module.Plan) (string, error) {
+	var a Args
+	if err := json.Unmarshal(p.Data, &a); err != nil {
+		return "", fmt.Errorf("decode plan data: %w", err)
+	}
+	res, err := h.Exec(ctx, transport.Cmd{Argv: []string{"systemctl", "start", a.Service}})
+	if err != nil {
+		return "", fmt.Errorf("systemctl start %s: %w", a.Service, err)
+	}
+	if !res.OK() {
+		return "", fmt.Errorf("systemctl start %s exited %d: %s", a.Service, res.ExitCode, strings.TrimSpace(string(res.Stderr)+string(res.Stdout)))
+	}
+	st, err := h.Exec(ctx, transport.Cmd{Argv: []string{"systemctl", "is-active", a.Service}})
+	if err != nil {
+		return "", fmt.Errorf("systemctl is-active %s: %w", a.Service, err)
+	}
+	return a.Service + " " + strings.TrimSpace(string(st.Stdout)), nil
+}
