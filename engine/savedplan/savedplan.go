@@ -86,6 +86,11 @@ func FromRun(r *report.Run, playbooks []string) (*Plan, error) {
 	if !r.Check {
 		return nil, fmt.Errorf("a saved plan comes from a check-mode run")
 	}
+	if len(r.Interrupted) > 0 {
+		// Hosts stopped part way have plans for only some of their
+		// tasks: applying one would converge them part way.
+		return nil, fmt.Errorf("the check run was interrupted: its plan is incomplete and was not saved")
+	}
 	sp := &Plan{Format: Format, Version: Version, RunID: r.ID, Created: time.Now().UTC(), Playbooks: playbooks}
 	byHost := map[string]*HostPlan{}
 	for _, h := range r.SortedHosts() {

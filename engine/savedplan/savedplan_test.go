@@ -210,3 +210,13 @@ func TestWriteIsOwnerOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestInterruptedRunIsNotSaved: a check run stopped by a signal planned
+// some hosts part way; its plan is refused, not saved incomplete.
+func TestInterruptedRunIsNotSaved(t *testing.T) {
+	r := checkRun()
+	r.Interrupt("n1", "nothing in flight; left as its last finished task left it")
+	if _, err := savedplan.FromRun(r, nil); err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("FromRun of an interrupted run = %v, want a refusal", err)
+	}
+}
