@@ -884,6 +884,13 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 			return fmt.Errorf("read pending handlers: %w", err)
 		}
 		s.pending = pending
+		// The runs that owe these handlers keep their backups: a failed
+		// owed restart rolls them back (owingWriter).
+		var owing []string
+		for _, rec := range pending {
+			owing = append(owing, rec.RunID)
+		}
+		s.h.KeepRuns(owing)
 	}
 	return nil
 }
