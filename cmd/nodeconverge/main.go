@@ -106,7 +106,7 @@ Exit codes: 0 success (in check mode: nothing to change), 1 a failure,
 
 On SIGINT or SIGTERM nothing new starts; a step in flight on a host (a containerd
 restart) finishes, or after --interrupt-grace is cut short, the host rolled back and
-its service started again (at most 30s more); a second signal cuts it short at once.
+its service started again (at most 30s each); a second signal cuts it short at once.
 The recap says what state each host was left in.
 
 With --check --out PLAN.json the plan is saved; "apply -i INVENTORY PLAN.json" later

@@ -21,10 +21,11 @@ import (
 // closed (the second signal). A step the work context cuts short fails; the
 // host is rolled back and, for a module that can leave a service down (a
 // restart between its stop and its start: module.Restorer), its service is
-// started again, both under a fresh context bounded by rollbackGrace. So a
-// run ends at most InterruptGrace + rollbackGrace (+ the close of its
-// connections) after the first signal, and no host's containerd is left
-// stopped by it. Hosts a play left half way through its tasks are rolled
+// started again, each under a fresh context bounded by rollbackGrace. So a
+// run ends at most InterruptGrace + 2 x rollbackGrace (+ ending the remote
+// command, at most 20 s, and closing its connections) after the first
+// signal, and no host's containerd is left stopped by it. bounded waits that
+// long for such a step before it gives up on its connection. Hosts a play left half way through its tasks are rolled
 // back, as after a max_fail_percentage stop; handlers not yet started are
 // not started: their pending records stay on the node, and the next run
 // runs them. Each host's state is in the recap (`interrupted: ...`).

@@ -90,9 +90,16 @@ func (r *runner) bounded(ctx context.Context, s *hostState, tr *report.TaskResul
 	select {
 	case <-done:
 	case <-tctx.Done():
+		stuck := stuckGrace
+		if cutShort(tctx) {
+			// Cut short after an interruption, the step rolls back
+			// and then starts its service again (each bounded by
+			// rollbackGrace): the connection is not hung, only busy.
+			stuck += rollbackGrace
+		}
 		select {
 		case <-done:
-		case <-time.After(stuckGrace):
+		case <-time.After(stuck):
 			// Closing the connection ends every call still waiting
 			// on it.
 			r.abandon(s)
