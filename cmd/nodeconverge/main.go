@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -26,12 +27,54 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
+// signalError is the cause of the context a SIGINT or SIGTERM ended.
+type signalError struct{ sig syscall.Signal }
+
+func (e *signalError) Error() string { return "by " + signalName(e.sig) }
+
+func signalName(s syscall.Signal) string {
+	if s == syscall.SIGINT {
+		return "SIGINT"
+	}
+	return "SIGTERM"
+}
+
+// interruptGrace is --interrupt-grace, read by the signal handler's
+// message.
+var interruptGrace = runner.DefaultInterruptGrace
+
+// abort is closed by a second signal: steps in flight are cut short at once.
+var abort = make(chan struct{})
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Pointer[signalError]
+	go func() {
+		s := (<-sigs).(syscall.Signal)
+		se := &signalError{sig: s}
+		got.Store(se)
+		// Said at once, on stderr: the run may go on for a while.
+		fmt.Fprintf(os.Stderr, "nodeconverge: %s: starting nothing new; steps in flight (a containerd restart) finish, or after %s are cut short, the host rolled back and its service started again; a second signal cuts them short now\n",
+			signalName(s), interruptGrace)
+		cancel(se)
+		s = (<-sigs).(syscall.Signal)
+		fmt.Fprintf(os.Stderr, "nodeconverge: %s again: cutting steps in flight short; rolling back and restoring service (at most %s)\n", signalName(s), runner.RollbackGrace)
+		close(abort)
+	}()
 	err := root().ExecuteContext(ctx)
-	stop()
+	signal.Stop(sigs)
 	var ee exitError
 	switch {
+	case got.Load() != nil:
+		// Interrupted: 128 + the signal, as a shell reports a command
+		// the signal ended, whatever the hosts did; the recap says what
+		// state each host was left in.
+		if err != nil && !errors.As(err, &ee) {
+			fmt.Fprintln(os.Stderr, "error:", err)
+		}
+		os.Exit(128 + int(got.Load().sig))
 	case errors.As(err, &ee):
 		os.Exit(ee.code)
 	case err != nil:
@@ -60,7 +103,13 @@ func applyCmd() *cobra.Command {
 		Long: `Converge the hosts of a playbook.
 
 Exit codes: 0 success (in check mode: nothing to change), 1 a failure,
-2 check mode only: changes pending (drift), 4 a host unreachable and nothing failed.
+2 check mode only: changes pending (drift), 4 a host unreachable and nothing failed,
+130 interrupted by SIGINT, 143 by SIGTERM.
+
+On SIGINT or SIGTERM nothing new starts; a step in flight on a host (a containerd
+restart) finishes, or after --interrupt-grace is cut short, the host rolled back and
+its service started again (at most 30s each); a second signal cuts it short at once.
+The recap says what state each host was left in.
 
 With --check --out PLAN.json the plan is saved; "apply -i INVENTORY PLAN.json" later
 applies exactly that plan and refuses any host whose files changed since.`,
@@ -69,12 +118,15 @@ applies exactly that plan and refuses any host whose files changed since.`,
 			o.Playbooks = args
 			o.Stdout = cmd.OutOrStdout()
 			o.Stderr = cmd.ErrOrStderr()
+			o.Abort = abort
+			interruptGrace = o.InterruptGrace
 			return exit(app.Apply(cmd.Context(), o))
 		},
 	}
 	f := fleetFlags(c, &o.Fleet)
 	f.BoolVarP(&o.Check, "check", "C", false, "plan only: change nothing, exit 2 when changes are pending")
 	f.DurationVar(&o.Timeout, "timeout", runner.DefaultTimeout, "bound on each task per host (a task's own timeout: wins); a host past it fails, the others go on")
+	f.DurationVar(&o.InterruptGrace, "interrupt-grace", runner.DefaultInterruptGrace, "after SIGINT/SIGTERM, how long steps in flight may finish before they are cut short and their hosts rolled back and restored")
 	f.BoolVarP(&o.Diff, "diff", "D", false, "show unified diffs of files and of the effective config")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "show notes, validation evidence and command output")
 	f.StringArrayVarP(&o.ExtraVars, "extra-vars", "e", nil, "key=value (or @file.yaml); beats every other variable")

@@ -61,6 +61,11 @@ type ApplyOptions struct {
 	// Timeout bounds each task on each host unless the task sets its own
 	// `timeout:`; zero means runner.DefaultTimeout.
 	Timeout time.Duration
+	// InterruptGrace bounds how long steps in flight go on after the
+	// apply's context ends (SIGINT/SIGTERM); Abort, closed by a second
+	// signal, ends it at once. See runner.Options.
+	InterruptGrace time.Duration
+	Abort          <-chan struct{}
 	// Reports are "json=FILE" or "prom=FILE"; written whatever the outcome.
 	Reports []string
 	// Out, with Check, saves the plan for a later `apply FILE`.
@@ -118,6 +123,7 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	ssh := o.ssh()
 	ropts := runner.Options{
 		Check: o.Check, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra, Timeout: o.Timeout,
+		InterruptGrace: o.InterruptGrace, Abort: o.Abort,
 		Dial: Dialer(ssh), IsUnreachable: sshconn.IsUnreachable,
 		HostOptions: transport.HostOptions{StateDir: o.StateDir},
 		Observer:    observer(o, out),

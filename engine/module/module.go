@@ -163,6 +163,15 @@ type ValidationError struct {
 
 func (e *ValidationError) Error() string { return e.Msg }
 
+// Restorer is implemented by a module whose Apply, cut short part way (the
+// run interrupted past its grace), can leave a service down: a restart
+// between its stop and its start. The runner calls Restore after rolling
+// the host back, under a fresh bounded context; it brings the service up
+// and says in what state it left it ("containerd active").
+type Restorer interface {
+	Restore(ctx context.Context, h transport.Writer, p *Plan) (string, error)
+}
+
 // ShellTemplated is implemented by a module some of whose arguments are
 // shell text (the `shell` module's cmd). In the named top-level arguments
 // every {{ }} substitution is inserted as one shell-quoted word, so a value

@@ -219,6 +219,9 @@ func (h *Human) Done(r *Run) {
 		if why, ok := r.NotAttempted[host]; ok {
 			fmt.Fprintf(h.W, "  not attempted: %s", redact.Text(why))
 		}
+		if st, ok := r.Interrupted[host]; ok {
+			fmt.Fprintf(h.W, "  interrupted: %s", sanitize(redact.Text(st)))
+		}
 		fmt.Fprintln(h.W)
 	}
 }

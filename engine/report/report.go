@@ -117,11 +117,40 @@ type Run struct {
 	Lost []string `json:"lost,omitempty"`
 	// NotAttempted maps each host a stopped play never reached to why.
 	NotAttempted map[string]string `json:"not_attempted,omitempty"`
+	// Interrupted maps each host of a run interrupted by SIGINT or
+	// SIGTERM to the state the run left it in.
+	Interrupted map[string]string `json:"interrupted,omitempty"`
 	// Notes are facts about the run worth reading that are not failures
 	// (a stale node lock taken over from a run that died).
 	Notes []string `json:"notes,omitempty"`
+	// Reads are, per host of a check-mode run, the fingerprints of what
+	// the plan was made from, for a saved plan to verify; not part of the
+	// JSON report.
+	Reads map[string]*Reads `json:"-"`
 
 	mu sync.Mutex
+}
+
+// Reads fingerprint everything a host's plan was made from.
+type Reads struct {
+	// Files maps each path the plan read to the SHA-256 of its content
+	// then: "" for a path that did not exist, ReadDir for a directory.
+	Files map[string]string
+	// Globs maps each pattern the plan expanded to its matches then.
+	Globs map[string][]string
+}
+
+// ReadDir is the fingerprint of a path that was a directory.
+const ReadDir = "directory"
+
+// SetReads records what host's plan was read from.
+func (r *Run) SetReads(host string, rd *Reads) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.Reads == nil {
+		r.Reads = map[string]*Reads{}
+	}
+	r.Reads[host] = rd
 }
 
 // NewRun starts an empty run.
@@ -192,6 +221,17 @@ func (r *Run) NotAttempt(host, why string) {
 	if _, ok := r.NotAttempted[host]; !ok {
 		r.NotAttempted[host] = why
 	}
+}
+
+// Interrupt records the state an interrupted run left host in.
+func (r *Run) Interrupt(host, state string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recap(host)
+	if r.Interrupted == nil {
+		r.Interrupted = map[string]string{}
+	}
+	r.Interrupted[host] = state
 }
 
 // Unreachable says whether host had an unreachable result.

@@ -93,6 +93,8 @@ func realisticRun() *Run {
 	r.Touch("idle")
 	r.AddError(`play "GPU containerd runtimes": 2 of 4 hosts failed (max_fail_percentage 25): stopping the play`)
 	r.AddNote("took over a stale lock on nuc1 from run 20261128T221000Z-ffffff")
+	r.Interrupt("nuc2", `handler "restart containerd" in flight at the signal finished: restarted containerd`)
+	r.Interrupt("idle", "not started, nothing changed")
 	r.Finished = r.Started.Add(3 * time.Second)
 	return r
 }

@@ -91,7 +91,14 @@ func baseDir(t *playbook.Task) string {
 func (r *runner) runStep(ctx context.Context, s *hostState, tr *report.TaskResult, st step) {
 	r.applyStep(ctx, s, tr, st)
 	if tr.Status == report.Failed || tr.Status == report.Unreachable {
+		if cutShort(ctx) {
+			// Say why the step's context ended, not only that it did.
+			tr.Msg = strings.ReplaceAll(tr.Msg, context.Canceled.Error(), context.Cause(ctx).Error())
+		}
 		r.rollback(ctx, s, tr)
+		if cutShort(ctx) {
+			r.restore(ctx, s, tr, st)
+		}
 	}
 }
 
@@ -143,6 +150,14 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 	res, err := m.Apply(ctx, w, plan)
 	if err != nil {
 		r.checkErr(tr, fmt.Errorf("apply: %w", err))
+		if ow, ok := w.(*owingWriter); ok && ow.rolled {
+			tr.Msg += fmt.Sprintf("\nthe rollback covered run %s, which owed this handler: ", ow.owing)
+			if len(ow.restored) == 0 {
+				tr.Msg += "it had no file changes left to undo"
+			} else {
+				tr.Msg += "restored " + strings.Join(ow.restored, ", ")
+			}
+		}
 		return
 	}
 	tr.Result = res
@@ -221,35 +236,51 @@ func changedSincePlan(ctx context.Context, h transport.Reader, plan *module.Plan
 	if len(want) == 0 {
 		return "", nil
 	}
-	return fingerprintDrift(ctx, h, want, "is not what the plan was made from")
+	return fingerprintDrift(ctx, h, want, nil, "is not what the plan was made from")
 }
 
-// fingerprintDrift reads the files of want (path -> SHA-256 of the content a
-// plan was made from, "" for absent) in one round trip and describes each
-// one that differs now, joined by "; "; "" when none does. Live steps and
-// saved plans both decide staleness with it.
-func fingerprintDrift(ctx context.Context, h transport.Reader, want map[string]string, differs string) (string, error) {
+// fingerprintDrift reads the files of want (path -> fingerprint of what a
+// plan was made from: SHA-256 of the content, "" for absent,
+// report.ReadDir for a directory) and expands the globs of globs (pattern
+// -> its matches then) in one round trip, and describes each one that
+// differs now, joined by "; "; "" when none does. Live steps and saved
+// plans both decide staleness with it.
+func fingerprintDrift(ctx context.Context, h transport.Reader, want map[string]string, globs map[string][]string, differs string) (string, error) {
 	paths := make([]string, 0, len(want))
 	for p := range want {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	snap, err := h.Query(ctx, transport.Query{Files: paths})
+	pats := make([]string, 0, len(globs))
+	for g := range globs {
+		pats = append(pats, g)
+	}
+	sort.Strings(pats)
+	snap, err := h.Query(ctx, transport.Query{Files: paths, Globs: pats})
 	if err != nil {
 		return "", err
 	}
 	var changed []string
-	for _, p := range paths {
-		f := snap.File(p)
-		got := ""
-		if f.Exists {
-			got = module.Hash(f.Content)
+	for _, g := range pats {
+		was, now := sortedMatches(globs[g]), sortedMatches(snap.Globs[g])
+		if strings.Join(was, "\n") != strings.Join(now, "\n") {
+			changed = append(changed, fmt.Sprintf("%s %s (matched %s, now %s)", g, differs, matchList(was), matchList(now)))
 		}
-		if got != want[p] {
+	}
+	for _, p := range paths {
+		if got := fingerprint(snap.File(p)); got != want[p] {
 			changed = append(changed, fmt.Sprintf("%s %s (planned from %s, now %s)", p, differs, short(want[p]), short(got)))
 		}
 	}
 	return strings.Join(changed, "; "), nil
+}
+
+// matchList words a glob's matches for a message.
+func matchList(m []string) string {
+	if len(m) == 0 {
+		return "nothing"
+	}
+	return strings.Join(m, ", ")
 }
 
 // rollback undoes the host's run after a failure that came after the run

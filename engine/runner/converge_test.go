@@ -235,3 +235,41 @@ func TestRollbackOwesServedHandler(t *testing.T) {
 		}
 	}
 }
+
+// TestSavedPlanChecksWhatItRead: a saved plan is refused on a host where a
+// file its plan only read (a command's `creates:` marker here; a drop-in or
+// the main config for containerd) changed since planning, and nothing is
+// applied there: every file the plan was made from is fingerprinted, not
+// only those it writes.
+func TestSavedPlanChecksWhatItRead(t *testing.T) {
+	e := newEnv(t, "h1", "h2")
+	e.write("h1", "conf", "old\n")
+	e.write("h2", "conf", "old\n")
+	plays := e.load("- hosts: all\n  tasks:\n" + copyTask("change", "conf", "new\\n") +
+		"    - name: once\n      command:\n        cmd: \"touch {{ dir }}/{{ inventory_hostname }}.ran\"\n        creates: \"{{ dir }}/{{ inventory_hostname }}.marker\"\n")
+	check := e.run(plays, e.options(true))
+	sp, err := savedplan.FromRun(check, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read, never written by the plan: the marker appears after planning.
+	e.write("h1", "marker", "made after the plan\n")
+	run, err := runner.ApplySaved(context.Background(), e.inv, sp, e.options(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := results(t, run)
+	tr := rs["verify fingerprints h1"]
+	if tr == nil || tr.Status != report.Failed || !strings.Contains(tr.Msg, e.path("h1", "marker")+" changed since the plan was made (planned from absent") {
+		t.Fatalf("verify fingerprints h1 = %+v, want the host refused naming the marker", tr)
+	}
+	if got, _ := e.read("h1", "conf"); got != "old\n" {
+		t.Errorf("h1.conf = %q: the refused host was written", got)
+	}
+	if _, ran := e.read("h1", "ran"); ran {
+		t.Error("the command ran on the refused host")
+	}
+	if got, _ := e.read("h2", "conf"); got != "new\n" {
+		t.Errorf("h2.conf = %q: the unchanged host was not applied", got)
+	}
+}

@@ -45,6 +45,12 @@ type Options struct {
 	// each host, unless the task sets its own `timeout:`; zero means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// InterruptGrace is how long steps in flight may go on once the run's
+	// context ends (SIGINT/SIGTERM); zero means DefaultInterruptGrace.
+	// Abort, when closed after that (a second signal), ends the grace at
+	// once. See interrupt.go.
+	InterruptGrace time.Duration
+	Abort          <-chan struct{}
 }
 
 // DefaultTimeout is how long one task may take on one host when neither
@@ -53,10 +59,15 @@ type Options struct {
 // cannot hold a nightly run for long.
 const DefaultTimeout = 5 * time.Minute
 
-// rollbackGrace bounds the rollback of a host whose task ran past its
-// timeout: the task's own deadline is spent, and a hung connection must not
-// hold the run again.
-const rollbackGrace = 30 * time.Second
+// RollbackGrace bounds the rollback of a host whose task ran past its
+// timeout or was cut short after an interruption (and the restore of its
+// service): the task's own deadline is spent, and a hung connection must
+// not hold the run again.
+const RollbackGrace = 30 * time.Second
+
+// rollbackGrace is RollbackGrace under the name the package used before
+// it was exported (cmd/nodeconverge prints it).
+const rollbackGrace = RollbackGrace
 
 // setDefaults fills what a caller may leave unset.
 func (o *Options) setDefaults() {
@@ -71,6 +82,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.InterruptGrace <= 0 {
+		o.InterruptGrace = DefaultInterruptGrace
 	}
 }
 
@@ -95,8 +109,10 @@ type hostState struct {
 	mu   sync.Mutex
 	conn transport.Conn
 	h    *transport.Host
-	// plan overlays the planned writes of earlier tasks in check mode.
-	plan *overlay.Overlay
+	// plan overlays the planned writes of earlier tasks in check mode;
+	// reads, under it, fingerprints what the plan was made from.
+	plan  *overlay.Overlay
+	reads *readRecorder
 	// prefetched marks the plays whose reads were fetched ahead.
 	prefetched map[*playbook.Play]bool
 	// lock is the node lock an apply run holds from its first task on.
@@ -133,6 +149,14 @@ type hostState struct {
 	// lost says the host became unreachable; lost hosts' lock release
 	// errors are expected, not failures.
 	lost bool
+	// drained is the result of the step that was in flight on the host
+	// when the run was interrupted; restored says what restoring its
+	// service after it was cut short found.
+	drained  *report.TaskResult
+	restored string
+	// cut says the interruption kept a task of the current play from
+	// starting on the host.
+	cut bool
 }
 
 type runner struct {
@@ -145,6 +169,8 @@ type runner struct {
 	run    *report.Run
 	hosts  map[string]*hostState
 	mu     sync.Mutex
+	// stop ends when the run is interrupted: nothing new starts after it.
+	stop context.Context
 }
 
 type rendered map[*playbook.Task]map[string]module.Args
@@ -222,18 +248,27 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 		return nil, err
 	}
 	r := &runner{o: o, inv: inv, run: report.NewRun(o.RunID, o.Check), hosts: map[string]*hostState{},
-		args: args, playOf: map[*playbook.Task]*playbook.Play{}}
+		args: args, playOf: map[*playbook.Task]*playbook.Play{}, stop: ctx}
 	for _, p := range plays {
 		for _, t := range p.AllTasks() {
 			r.playOf[t] = p
 		}
 	}
+	work, release := r.workContext(ctx)
+	defer release()
 	for _, p := range plays {
-		if ctx.Err() != nil {
-			r.run.AddError(fmt.Sprintf("run interrupted: %v", ctx.Err()))
+		if r.stopped() {
 			break
 		}
-		r.play(ctx, p, targets[p], args)
+		r.play(work, p, targets[p], args)
+	}
+	r.recordInterrupted()
+	if o.Check {
+		for name, s := range r.hosts {
+			if s.reads != nil {
+				r.run.SetReads(name, s.reads.reads())
+			}
+		}
 	}
 	// Connections close before the recap is rendered, so what closing
 	// them finds is in the recap and in the reports alike.
@@ -312,6 +347,9 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 		batches = [][]int{all}
 	}
 	for bi, batch := range batches {
+		if r.stopped() {
+			return
+		}
 		var active []*hostState
 		for _, i := range batch {
 			s := r.state(hosts[i])
@@ -321,6 +359,9 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 		}
 		if len(active) == 0 {
 			continue
+		}
+		for _, s := range active {
+			s.cut = false
 		}
 		size := len(active)
 		notified := map[string]map[string][]string{} // handler -> host -> because
@@ -343,6 +384,15 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 		for ti, t := range p.Tasks {
 			if len(active) == 0 {
 				break
+			}
+			if r.stopped() {
+				// A host half way through the play is the partial
+				// converge the plan exists to prevent; handlers not
+				// started stay owed on the node.
+				if ti > 0 {
+					r.rollbackUnfinished(ctx, p, active, "the run was "+r.interruption()+" before this host ran every task")
+				}
+				return
 			}
 			results := r.runTask(ctx, p, t, active, args[t], become, nil)
 			var still []*hostState
@@ -380,7 +430,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 				if ti < len(p.Tasks)-1 {
 					// A host stopped half way through the play is
 					// the partial converge the plan exists to prevent.
-					active = r.rollbackUnfinished(ctx, p, active)
+					active = r.rollbackUnfinished(ctx, p, active, "the play stopped (max_fail_percentage) before this host ran every task")
 				}
 				break
 			}
@@ -388,7 +438,18 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 		// Handlers run even after a max_fail stop on the hosts that are
 		// still in: a restart owed for a written file must not be lost. A
 		// failed handler (a restart that failed its health gates) counts
-		// like a failed task: it is what stops a rolling restart.
+		// like a failed task: it is what stops a rolling restart. After an
+		// interruption none starts: they stay owed on the node.
+		if r.stopped() {
+			var cut []*hostState
+			for _, s := range active {
+				if s.cut {
+					cut = append(cut, s)
+				}
+			}
+			r.rollbackUnfinished(ctx, p, cut, "the run was "+r.interruption()+" before this host ran every task")
+			return
+		}
 		failedInBatch += r.flushHandlers(ctx, p, active, notified, args, become)
 		var still []*hostState
 		for _, s := range active {
@@ -518,7 +579,7 @@ func (r *runner) planHost(ctx context.Context, s *hostState, p *playbook.Play, b
 
 // rollbackUnfinished undoes the run on hosts that a stopped play left half
 // way through its tasks, and fails them: they did not converge.
-func (r *runner) rollbackUnfinished(ctx context.Context, p *playbook.Play, active []*hostState) []*hostState {
+func (r *runner) rollbackUnfinished(ctx context.Context, p *playbook.Play, active []*hostState, why string) []*hostState {
 	var undo []*hostState
 	var kept []*hostState
 	for _, s := range active {
@@ -536,8 +597,7 @@ func (r *runner) rollbackUnfinished(ctx context.Context, p *playbook.Play, activ
 	}
 	results := make([]*report.TaskResult, len(undo))
 	forEach(r.o.Forks, undo, func(i int, s *hostState) {
-		tr := &report.TaskResult{Play: p.Name, Task: "roll back", Host: s.host.Name, Status: report.Failed,
-			Msg: "the play stopped (max_fail_percentage) before this host ran every task"}
+		tr := &report.TaskResult{Play: p.Name, Task: "roll back", Host: s.host.Name, Status: report.Failed, Msg: why}
 		r.rollback(ctx, s, tr)
 		s.out = true
 		results[i] = tr
@@ -566,6 +626,9 @@ func failLimit(p *playbook.Play, failed, size int) string {
 
 func (r *runner) flushHandlers(ctx context.Context, p *playbook.Play, active []*hostState, notified map[string]map[string][]string, args rendered, become *bool) (failed int) {
 	for _, h := range p.Handlers {
+		if r.stopped() {
+			break
+		}
 		who := notified[h.Name]
 		for _, s := range active {
 			if rec, ok := s.pending[h.Name]; ok && !s.out {
@@ -613,9 +676,17 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 		if because != nil {
 			tr.Because = dedupe(because[s.host.Name])
 		}
-		tr = r.bounded(ctx, s, tr, r.timeoutOf(t), func(ctx context.Context) {
-			r.execute(ctx, tr, s, t, args[s.host.Name], become)
-		})
+		if r.stopped() {
+			tr = r.notStarted(tr)
+			s.cut = true
+		} else {
+			tr = r.bounded(ctx, s, tr, r.timeoutOf(t), func(ctx context.Context) {
+				r.execute(ctx, tr, s, t, args[s.host.Name], become)
+			})
+			if r.stopped() {
+				s.drained = tr
+			}
+		}
 		tr.Duration = time.Since(start)
 		results[i] = tr
 		r.run.Add(tr)
@@ -673,7 +744,8 @@ func (r *runner) connect(ctx context.Context, s *hostState, become *bool) (*tran
 	}
 	s.h = h
 	s.owed = map[string][]string{}
-	s.plan = overlay.New(transport.ReadOnly(h))
+	s.reads = newReadRecorder(transport.ReadOnly(h))
+	s.plan = overlay.New(s.reads)
 	return s.h, nil
 }
 
@@ -819,6 +891,13 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 			return fmt.Errorf("read pending handlers: %w", err)
 		}
 		s.pending = pending
+		// The runs that owe these handlers keep their backups: a failed
+		// owed restart rolls them back (owingWriter).
+		var owing []string
+		for _, rec := range pending {
+			owing = append(owing, rec.RunID)
+		}
+		s.h.KeepRuns(owing)
 	}
 	return nil
 }
@@ -830,7 +909,13 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 // leaving the node on the old config.
 func (r *runner) owedWriter(s *hostState, t *playbook.Task, plan *module.Plan) (transport.Writer, error) {
 	var bw transport.Writer = backupWriter{Writer: s.h, stateDir: s.h.StateDir()}
-	if len(t.Notify) == 0 || t.Handler {
+	if t.Handler {
+		if rec, ok := s.pending[t.Name]; ok && rec.RunID != "" && rec.RunID != r.o.RunID {
+			return &owingWriter{Writer: bw, host: s.h, owing: rec.RunID}, nil
+		}
+		return bw, nil
+	}
+	if len(t.Notify) == 0 {
 		return bw, nil
 	}
 	var ops []transport.Op
@@ -865,6 +950,42 @@ func (w backupWriter) Apply(ctx context.Context, ops []transport.Op) ([]transpor
 		out[i] = op
 	}
 	return w.Writer.Apply(ctx, out)
+}
+
+// owingWriter is the Writer of a handler owed by an earlier run (killed
+// between its write and the handler): a rollback the handler asks for (a
+// restart whose gates fail) undoes this run and then the run that owes the
+// restart, whose backups are still on the node. Without it, the owed
+// restart of a killed run's bad change could only restart on that change.
+type owingWriter struct {
+	transport.Writer
+	host  *transport.Host
+	owing string
+	// restored are the paths the owing run's rollback restored.
+	restored []string
+	rolled   bool
+}
+
+// Rollback undoes this run, then the owing run (newest first), and returns
+// every path either changed; both are attempted even when one fails.
+func (w *owingWriter) Rollback(ctx context.Context) ([]string, error) {
+	paths, err := w.Writer.Rollback(ctx)
+	more, oerr := w.host.RollbackRun(ctx, w.owing)
+	w.rolled, w.restored = true, more
+	seen := map[string]bool{}
+	for _, p := range paths {
+		seen[p] = true
+	}
+	for _, p := range more {
+		if !seen[p] {
+			seen[p] = true
+			paths = append(paths, p)
+		}
+	}
+	if oerr != nil {
+		oerr = fmt.Errorf("roll back run %s, which owed the restart: %w", w.owing, oerr)
+	}
+	return paths, errors.Join(err, oerr)
 }
 
 // prependWriter puts ops ahead of the first change a module makes.

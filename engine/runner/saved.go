@@ -27,7 +27,9 @@ func ApplySaved(ctx context.Context, inv *inventory.Inventory, sp *savedplan.Pla
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, inv: inv, run: report.NewRun(o.RunID, false), hosts: map[string]*hostState{}}
+	r := &runner{o: o, inv: inv, run: report.NewRun(o.RunID, false), hosts: map[string]*hostState{}, stop: ctx}
+	work, release := r.workContext(ctx)
+	defer release()
 	if o.Observer != nil {
 		var names []string
 		for _, hp := range sp.Hosts {
@@ -46,7 +48,7 @@ func ApplySaved(ctx context.Context, inv *inventory.Inventory, sp *savedplan.Pla
 		r.run.Touch(hp.Host)
 	}
 	forEach(o.Forks, todo, func(_ int, hp *savedplan.HostPlan) {
-		results := r.applyHost(ctx, hp)
+		results := r.applyHost(work, hp)
 		// One host's steps print together, not interleaved.
 		emit.Lock()
 		defer emit.Unlock()
@@ -58,6 +60,7 @@ func ApplySaved(ctx context.Context, inv *inventory.Inventory, sp *savedplan.Pla
 			}
 		}
 	})
+	r.recordInterrupted()
 	// As in Run: locks released and connections closed before the recap.
 	r.closeAll()
 	r.run.Finished = time.Now().UTC()
@@ -112,12 +115,25 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 	for i := range hp.Steps {
 		st := &hp.Steps[i]
 		tr := &report.TaskResult{Play: st.Play, Task: st.Task, Module: st.Module, Host: hp.Host, Handler: st.Handler, Because: st.Because, BaseDir: st.BaseDir, NoLog: st.NoLog}
+		if r.stopped() {
+			// Interrupted: a host half way through its tasks is
+			// rolled back; handlers not started stay owed.
+			tr = r.notStarted(tr)
+			if !st.Handler {
+				r.rollback(ctx, s, tr)
+			}
+			out = append(out, tr)
+			break
+		}
 		start := time.Now()
 		// Each step has the run's deadline, as a live task does.
 		tr = r.bounded(ctx, s, tr, r.timeoutOf(steps[i].task), func(ctx context.Context) {
 			r.runStep(ctx, s, tr, steps[i])
 		})
 		tr.Duration = time.Since(start)
+		if r.stopped() {
+			s.drained = tr
+		}
 		out = append(out, tr)
 		if tr.Status == report.Failed || tr.Status == report.Unreachable {
 			break
@@ -126,10 +142,10 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 	return out
 }
 
-// stale compares the live files with the fingerprints the plan was made
-// from, in one round trip.
+// stale compares the live files, and the matches of the globs the plan
+// expanded, with what the plan was made from, in one round trip.
 func stale(ctx context.Context, h *transport.Host, hp *savedplan.HostPlan) (string, error) {
-	d, err := fingerprintDrift(ctx, h, hp.Fingerprints(), "changed since the plan was made")
+	d, err := fingerprintDrift(ctx, h, hp.Fingerprints(), hp.Listings, "changed since the plan was made")
 	if err != nil {
 		return "", fmt.Errorf("read planned files: %w", err)
 	}
@@ -137,8 +153,11 @@ func stale(ctx context.Context, h *transport.Host, hp *savedplan.HostPlan) (stri
 }
 
 func short(h string) string {
-	if h == "" {
+	switch {
+	case h == "":
 		return "absent"
+	case h == report.ReadDir || len(h) < 12:
+		return h
 	}
 	return "sha256:" + h[:12]
 }

@@ -90,9 +90,16 @@ func (r *runner) bounded(ctx context.Context, s *hostState, tr *report.TaskResul
 	select {
 	case <-done:
 	case <-tctx.Done():
+		stuck := stuckGrace
+		if cutShort(tctx) {
+			// Cut short after an interruption, the step rolls back
+			// and then starts its service again (each bounded by
+			// rollbackGrace): the connection is not hung, only busy.
+			stuck += rollbackGrace
+		}
 		select {
 		case <-done:
-		case <-time.After(stuckGrace):
+		case <-time.After(stuck):
 			// Closing the connection ends every call still waiting
 			// on it.
 			r.abandon(s)
@@ -144,11 +151,19 @@ func (r *runner) abandon(s *hostState) {
 	}
 }
 
-// rollbackContext is the context a rollback runs under: ctx, or after a
+// rollbackContext is the context a rollback runs under: ctx; after a
 // task's timeout a fresh one bounded by rollbackGrace, over a fresh
-// connection to the host (the timed-out one may be hung). The returned
+// connection to the host (the timed-out one may be hung); after an
+// interruption's grace ran out a fresh one bounded by rollbackGrace over
+// the same connection. The returned
 // func undoes what it set up.
 func (r *runner) rollbackContext(ctx context.Context, s *hostState) (context.Context, func(), error) {
+	if cutShort(ctx) {
+		// An interruption's grace ran out: the connection is sound,
+		// only the step's context is spent.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackGrace)
+		return rctx, cancel, nil
+	}
 	if _, ok := timedOut(ctx); !ok {
 		return ctx, func() {}, nil
 	}

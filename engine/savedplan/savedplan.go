@@ -25,8 +25,10 @@ import (
 // Format identifies a saved plan file.
 const Format = "nodeconverge-plan"
 
-// Version is the saved plan format's version.
-const Version = 1
+// Version is the saved plan format's version. Version 2 fingerprints
+// every file the plan read, not only those it writes; a version 1 plan
+// cannot prove the rest and is refused.
+const Version = 2
 
 // Plan is a saved plan.
 type Plan struct {
@@ -45,6 +47,14 @@ type HostPlan struct {
 	// applied from this plan.
 	Failed string `json:"failed,omitempty"`
 	Steps  []Step `json:"steps"`
+	// Reads fingerprints every file the host's plan was read from (path
+	// -> SHA-256 of its content then, "" absent, report.ReadDir for a
+	// directory): a drop-in the plan only read, or the main config when
+	// it writes only a drop-in, is part of what its proof was made on.
+	Reads map[string]string `json:"reads,omitempty"`
+	// Listings are the globs the plan expanded (conf.d/*.toml) and their
+	// matches then: a drop-in added or removed since changes the tree.
+	Listings map[string][]string `json:"listings,omitempty"`
 }
 
 // Step is one task (or handler) with its plan.
@@ -81,13 +91,22 @@ func FromRun(r *report.Run, playbooks []string) (*Plan, error) {
 	if !r.Check {
 		return nil, fmt.Errorf("a saved plan comes from a check-mode run")
 	}
+	if len(r.Interrupted) > 0 {
+		// Hosts stopped part way have plans for only some of their
+		// tasks: applying one would converge them part way.
+		return nil, fmt.Errorf("the check run was interrupted: its plan is incomplete and was not saved")
+	}
 	sp := &Plan{Format: Format, Version: Version, RunID: r.ID, Created: time.Now().UTC(), Playbooks: playbooks}
 	byHost := map[string]*HostPlan{}
 	for _, h := range r.SortedHosts() {
 		sp.Hosts = append(sp.Hosts, HostPlan{Host: h})
 	}
 	for i := range sp.Hosts {
-		byHost[sp.Hosts[i].Host] = &sp.Hosts[i]
+		hp := &sp.Hosts[i]
+		byHost[hp.Host] = hp
+		if rd := r.Reads[hp.Host]; rd != nil {
+			hp.Reads, hp.Listings = rd.Files, rd.Globs
+		}
 	}
 	for _, tr := range r.Results {
 		hp := byHost[tr.Host]
@@ -231,10 +250,10 @@ func Load(path string) (*Plan, error) {
 	return &p, nil
 }
 
-// Fingerprints returns, for every path the host's steps touch, the hash the
-// live file had when the plan was made ("" for a file that did not exist).
-// Only the first step touching a path speaks for the live node; later steps
-// see what earlier ones planned.
+// Fingerprints returns, for every path the host's steps touch and every
+// path its plan read, the hash the live file had when the plan was made
+// ("" for a file that did not exist). Only the first step touching a path
+// speaks for the live node; later steps see what earlier ones planned.
 func (hp *HostPlan) Fingerprints() map[string]string {
 	out := map[string]string{}
 	see := func(path, hash string) {
@@ -254,6 +273,9 @@ func (hp *HostPlan) Fingerprints() map[string]string {
 				see(f.Path, f.BeforeHash)
 			}
 		}
+	}
+	for p, h := range hp.Reads {
+		see(p, h)
 	}
 	return out
 }

@@ -238,3 +238,13 @@ func TestNoLogStepShowsNothing(t *testing.T) {
 		t.Fatalf("the saved plan shows a no_log step's secret outside its data:\n%s\n%s", b, sp.Hosts[1].Failed)
 	}
 }
+
+// TestInterruptedRunIsNotSaved: a check run stopped by a signal planned
+// some hosts part way; its plan is refused, not saved incomplete.
+func TestInterruptedRunIsNotSaved(t *testing.T) {
+	r := checkRun()
+	r.Interrupt("n1", "nothing in flight; left as its last finished task left it")
+	if _, err := savedplan.FromRun(r, nil); err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("FromRun of an interrupted run = %v, want a refusal", err)
+	}
+}

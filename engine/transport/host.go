@@ -48,6 +48,8 @@ type Host struct {
 	opts HostOptions
 
 	cache readCache
+	// kept are runs whose backups pruning leaves alone (KeepRuns).
+	kept atomic.Pointer[[]string]
 
 	roundTrips atomic.Int64
 	sent       atomic.Int64
@@ -409,8 +411,15 @@ func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 		if op.Backup {
 			// Keep KeepBackups-1 older runs: this run's directory,
 			// created below, is the last one kept.
-			s.line("_nc_prune", ShellQuote(backups), fmt.Sprint(h.opts.KeepBackups-1),
-				ShellQuote(h.opts.RunID), `> "$T/e" 2>&1 || _nc_fail -1`)
+			// This run's directory and those of runs still owed a
+			// handler (KeepRuns) are never pruned.
+			words := []string{"_nc_prune", ShellQuote(backups), fmt.Sprint(h.opts.KeepBackups - 1), ShellQuote(h.opts.RunID)}
+			if kept := h.kept.Load(); kept != nil {
+				for _, id := range *kept {
+					words = append(words, ShellQuote(id))
+				}
+			}
+			s.line(append(words, `> "$T/e" 2>&1 || _nc_fail -1`)...)
 			break
 		}
 	}
@@ -503,11 +512,28 @@ func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 	}
 }
 
+// KeepRuns keeps the backup directories of runs still owed a handler (their
+// pending records name them) from being pruned by this Host's Applies: an
+// owed restart whose gates fail rolls those runs back (RollbackRun), however
+// many runs came since.
+func (h *Host) KeepRuns(ids []string) {
+	kept := append([]string(nil), ids...)
+	h.kept.Store(&kept)
+}
+
+// checkRunID refuses a run id that cannot name one directory below
+// StateDir/backups.
+func checkRunID(id string) error {
+	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, "/\x00\n") {
+		return fmt.Errorf("run id %q cannot name a directory", id)
+	}
+	return nil
+}
+
 // checkOptions validates what Apply builds backup paths from.
 func (h *Host) checkOptions() error {
-	id := h.opts.RunID
-	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, "/\x00") {
-		return fmt.Errorf("run id %q cannot name a directory", id)
+	if err := checkRunID(h.opts.RunID); err != nil {
+		return err
 	}
 	if err := checkLivePath(h.opts.StateDir); err != nil {
 		return fmt.Errorf("state dir %q: %w", h.opts.StateDir, err)

@@ -610,6 +610,29 @@ func TestApplyPrunesOldBackups(t *testing.T) {
 	}
 }
 
+// TestApplyKeepsOwingRunsBackups: a run still owed a handler keeps its
+// backups however old, so the owed restart can roll it back.
+func TestApplyKeepsOwingRunsBackups(t *testing.T) {
+	dir := t.TempDir()
+	backups := filepath.Join(dir, "state", "backups")
+	old := []string{"20240101T000000Z-0001", "20250101T000000Z-0002", "20250601T000000Z-0003", "20251231T000000Z-0004"}
+	for _, id := range old {
+		writeFile(t, filepath.Join(backups, id, "etc", "f"), []byte(id), 0o644)
+	}
+	target := filepath.Join(dir, "f")
+	writeFile(t, target, []byte("x"), 0o644)
+	run := "20261129T211000Z-abcd"
+	h := newTestHost(t, "sh", HostOptions{RunID: run, StateDir: filepath.Join(dir, "state"), KeepBackups: 3})
+	h.KeepRuns([]string{old[0], "it's not a dir"})
+	if _, err := h.Apply(context.Background(), []Op{{Kind: OpWrite, Path: target, Content: []byte("y"), Backup: true}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{old[0], old[3], run}
+	if diff := cmp.Diff(want, readDirNames(t, backups)); diff != "" {
+		t.Errorf("backup dirs (-want +got):\n%s", diff)
+	}
+}
+
 func TestExec(t *testing.T) {
 	h := newTestHost(t, "sh", HostOptions{})
 	in := randomBytes(50_000, 5)

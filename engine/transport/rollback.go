@@ -173,12 +173,24 @@ _nc_rollback() {
 // Applies of this run start a fresh manifest. A run that applied nothing
 // rolls back nothing.
 func (h *Host) Rollback(ctx context.Context) ([]string, error) {
+	return h.RollbackRun(ctx, h.opts.RunID)
+}
+
+// RollbackRun is Rollback for the ops run runID applied on the node: an
+// owed restart whose gates fail undoes the run that owed it (killed between
+// its write and its handler) as well as its own. runID comes from the node
+// (a pending record), so it is checked like this run's id before it names
+// a directory.
+func (h *Host) RollbackRun(ctx context.Context, runID string) ([]string, error) {
 	h.cache.clear()
 	if err := h.checkOptions(); err != nil {
 		return nil, fmt.Errorf("%s: rollback: %w", h.Host(), err)
 	}
+	if err := checkRunID(runID); err != nil {
+		return nil, fmt.Errorf("%s: rollback: %w", h.Host(), err)
+	}
 	s := &script{}
-	s.line("BK=" + ShellQuote(h.runBackupDir()))
+	s.line("BK=" + ShellQuote(path.Join(h.opts.StateDir, "backups", runID)))
 	s.body.WriteString(rollbackPrelude)
 	s.line("_nc_rollback")
 	f, _, err := h.run(ctx, "rollback", s)
@@ -214,7 +226,7 @@ func (h *Host) Rollback(ctx context.Context) ([]string, error) {
 			}
 			if len(failures) > 0 {
 				return paths, fmt.Errorf("%s: rollback of run %s incomplete (run it again after fixing the cause): %s",
-					h.Host(), h.opts.RunID, strings.Join(failures, "; "))
+					h.Host(), runID, strings.Join(failures, "; "))
 			}
 			return paths, nil
 		default:
@@ -229,12 +241,6 @@ func (h *Host) RunID() string { return h.opts.RunID }
 
 // StateDir returns nodeconverge's directory on the node.
 func (h *Host) StateDir() string { return h.opts.StateDir }
-
-// runBackupDir is StateDir/backups/<RunID>, where this run's backups and
-// manifest live.
-func (h *Host) runBackupDir() string {
-	return path.Join(h.opts.StateDir, "backups", h.opts.RunID)
-}
 
 // ManifestPath returns where the run manifest of runID lives on a node.
 func ManifestPath(stateDir, runID string) string {

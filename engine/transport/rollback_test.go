@@ -259,3 +259,37 @@ func TestRollbackKeep(t *testing.T) {
 		})
 	}
 }
+
+// TestRollbackRunUndoesAnotherRun: a later run rolls back an earlier run's
+// ops by its id (an owed restart covering the run that owed it), and
+// refuses a run id from the node that would name another directory.
+func TestRollbackRunUndoesAnotherRun(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	f := filepath.Join(dir, "f")
+	writeFile(t, f, []byte("old"), 0o644)
+	earlier := newTestHost(t, "sh", HostOptions{RunID: "r1", StateDir: state})
+	if _, err := earlier.Apply(ctx, []Op{{Kind: OpWrite, Path: f, Content: []byte("new"), Backup: true}}); err != nil {
+		t.Fatal(err)
+	}
+	later := newTestHost(t, "sh", HostOptions{RunID: "r2", StateDir: state})
+	if paths, err := later.Rollback(ctx); err != nil || len(paths) != 0 {
+		t.Fatalf("the later run's own rollback = %v, %v; want nothing", paths, err)
+	}
+	paths, err := later.RollbackRun(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{f}, paths); diff != "" {
+		t.Errorf("rolled back (-want +got):\n%s", diff)
+	}
+	if got := readString(t, f); got != "old" {
+		t.Errorf("%s = %q after rolling back r1, want old", f, got)
+	}
+	for _, bad := range []string{"", "..", "../r1", "a/b"} {
+		if _, err := later.RollbackRun(ctx, bad); err == nil || !strings.Contains(err.Error(), "cannot name a directory") {
+			t.Errorf("RollbackRun(%q) = %v, want a refusal", bad, err)
+		}
+	}
+}

@@ -287,12 +287,17 @@ _nc_keep() {
 	_nc_rec keep "$1" "" 1 "$bk"
 }
 _nc_prune() {
+	_nc_pd=$1
+	_nc_pk=$2
+	shift 2
 	_nc_n=0
-	for _nc_f in "$1"/*; do [ -d "$_nc_f" ] && _nc_n=$((_nc_n + 1)); done
-	for _nc_f in "$1"/*; do
-		[ "$_nc_n" -le "$2" ] && break
+	for _nc_f in "$_nc_pd"/*; do [ -d "$_nc_f" ] && _nc_n=$((_nc_n + 1)); done
+	for _nc_f in "$_nc_pd"/*; do
+		[ "$_nc_n" -le "$_nc_pk" ] && break
 		[ -d "$_nc_f" ] || continue
-		[ "${_nc_f##*/}" = "$3" ] && continue
+		_nc_kp=0
+		for _nc_r in "$@"; do [ "${_nc_f##*/}" = "$_nc_r" ] && _nc_kp=1; done
+		[ "$_nc_kp" = 1 ] && continue
 		rm -rf -- "$_nc_f" || return 1
 		_nc_n=$((_nc_n - 1))
 	done

@@ -2,7 +2,8 @@
 // handler: it restarts containerd and then gates on health (unit active, CRI
 // plugins ok, expected runtimes in the effective config). When a gate fails
 // it undoes every file this run changed on the node (transport's run
-// manifest), restarts again, gates again, and fails the host with both
+// manifest; for a restart owed by an earlier run, that run's changes too:
+// the runner hands it a Writer whose Rollback covers both), restarts again, gates again, and fails the host with both
 // outcomes, so a bad change takes down one node, not the fleet.
 package containerd_restart
 
@@ -136,7 +137,7 @@ func (e *GateError) Error() string {
 
 func list(paths []string) string {
 	if len(paths) == 0 {
-		return "no files (this run changed none)"
+		return "no files (no change was left to undo)"
 	}
 	return strings.Join(paths, ", ")
 }
@@ -183,4 +184,27 @@ func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*m
 	}
 	ge.Second, ge.SecondOK = second.String(), second.OK()
 	return nil, ge
+}
+
+// Restore starts the service after a restart was cut short (the run
+// interrupted between its stop and its start) and reports the unit's
+// state; it does not gate: the run is ending, and the next run owes the
+// restart again (its pending record stays).
+func (Module) Restore(ctx context.Context, h transport.Writer, p *module.Plan) (string, error) {
+	var a Args
+	if err := json.Unmarshal(p.Data, &a); err != nil {
+		return "", fmt.Errorf("decode plan data: %w", err)
+	}
+	res, err := h.Exec(ctx, transport.Cmd{Argv: []string{"systemctl", "start", a.Service}})
+	if err != nil {
+		return "", fmt.Errorf("systemctl start %s: %w", a.Service, err)
+	}
+	if !res.OK() {
+		return "", fmt.Errorf("systemctl start %s exited %d: %s", a.Service, res.ExitCode, strings.TrimSpace(string(res.Stderr)+string(res.Stdout)))
+	}
+	st, err := h.Exec(ctx, transport.Cmd{Argv: []string{"systemctl", "is-active", a.Service}})
+	if err != nil {
+		return "", fmt.Errorf("systemctl is-active %s: %w", a.Service, err)
+	}
+	return a.Service + " " + strings.TrimSpace(string(st.Stdout)), nil
 }
