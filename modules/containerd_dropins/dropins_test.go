@@ -306,3 +306,29 @@ func TestDropinInTwoUnitsMovesOnce(t *testing.T) {
 		t.Fatalf("%d notes, want 1", notes)
 	}
 }
+
+// Issue 10 matrix (containerd's own 1.6 default config with the incident's
+// drop-ins, 1.x): the main config spells every runc option at its zero
+// value; 99-nvidia.toml (protected) replaces the CRI table without them.
+// An option absent from the effective config is its zero value for the
+// shim, so these are not values out of effect, and relocating the registry
+// drop-in is not refused for them.
+func TestZeroOptionsDroppedAreInEffect(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(labtest.RepoRoot(), "e2e", "testdata", "corpus", "containerd-1.6-default", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := strings.Replace(string(b), "imports = []", `imports = ["/etc/containerd/conf.d/*.toml"]`, 1)
+	root, mainPath := tree(t, map[string]string{
+		"etc/containerd/config.toml":                    main,
+		"etc/containerd/conf.d/99-nvidia.toml":          scenario(t, "99-nvidia.toml"),
+		"etc/containerd/conf.d/zz-labhub-registry.toml": scenario(t, "zz-labhub-registry.toml"),
+	})
+	p, err := check(t, labtest.Containerd16, root, mainPath, func(a *Args) { a.Protect = []string{"99-nvidia.toml"} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(moves(p), " "); got != "zz-labhub-registry.toml" {
+		t.Fatalf("moves = %q, want zz-labhub-registry.toml", got)
+	}
+}

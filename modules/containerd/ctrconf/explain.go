@@ -3,6 +3,7 @@ package ctrconf
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -306,6 +307,13 @@ func lostKeys(t *Tree, hist []map[string]string, origin map[string]KeyOrigin) []
 			if ok && (ev == w || arrayContains(ev, w)) {
 				continue
 			}
+			if !ok && zeroText(w) && optionsKey(key) {
+				// A runtime's options are decoded into the shim's options
+				// struct: an option absent from the effective config is
+				// its zero value, so a zero written and dropped is what
+				// the shim gets anyway.
+				continue
+			}
 			l := LostKey{Key: key, File: f.Path, Written: shown(key, w), Effective: shown(key, ev), Absent: !ok}
 			if ok {
 				o := origin[ekey]
@@ -383,4 +391,11 @@ func splitArray(s string) []string {
 		return []string{s}
 	}
 	return strings.Split(inner, ", ")
+}
+
+// optionsKey reports whether key is an option of a runtime (a key directly
+// under a runtime's `options` table).
+func optionsKey(key string) bool {
+	segs := SplitKey(key)
+	return len(segs) >= 3 && segs[len(segs)-2] == "options" && slices.Contains(segs, "runtimes")
 }
