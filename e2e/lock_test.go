@@ -78,10 +78,10 @@ func TestSecondRunRefusedWhileLocked(t *testing.T) {
 	wantCode(t, r, 0)
 }
 
-// TestKilledRunOwesHandler: a run SIGKILLed after a notifying write and
+// TestFaultKilledRunOwesHandler: a run SIGKILLed after a notifying write and
 // before its handler leaves a record; the next run, which changes nothing,
 // runs the handler, says why, and clears the record.
-func TestKilledRunOwesHandler(t *testing.T) {
+func TestFaultKilledRunOwesHandler(t *testing.T) {
 	l := labtest.Start(t, labtest.Options{Nodes: 3, Scenario: "clean", NoContainerd: true})
 	node := l.Nodes[0].Name
 	pb := writePlaybook(t, `

@@ -92,11 +92,11 @@ func TestShippedPlaybookRestartsOnce(t *testing.T) {
 	}
 }
 
-// TestFailedHealthGateRollsBack: a change after which the CRI plugin cannot
+// TestFaultFailedHealthGateRollsBack: a change after which the CRI plugin cannot
 // load is rolled back on that node, containerd restarted on the old files,
 // the node marked failed with the plugin's error, and with serial 1 the next
 // node is never touched.
-func TestFailedHealthGateRollsBack(t *testing.T) {
+func TestFaultFailedHealthGateRollsBack(t *testing.T) {
 	l := labtest.Start(t, labtest.Options{Nodes: 3, Scenario: "clean"})
 	first, second := l.Nodes[0].Name, l.Nodes[1].Name
 	secondBefore := l.HashTree(t, second)
