@@ -331,7 +331,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	if rest := notAccepted(a, hidden); len(rest) > 0 {
 		still = append(still, "still written but out of effect:\n"+lostKeysText(rest)+"\n  accept them with accept_shadowed: [key, ...], or repair the files by hand")
 	}
-	if c := registryConflict(final); c != "" && registryConflict(base) == "" {
+	if c := ctrconf.RegistryConflict(final); c != "" && ctrconf.RegistryConflict(base) == "" {
 		// config dump accepts this; the CRI plugin refuses to start on it.
 		still = append(still, c)
 	}
@@ -441,26 +441,6 @@ func walkLeaves(m map[string]any, prefix []string, fn func([]string, any)) {
 		}
 		fn(segs, v)
 	}
-}
-
-// registryConflict names a registry that sets both config_path and mirrors:
-// `config dump` prints it, but the CRI plugin refuses to start ("mirrors
-// cannot be set when config_path is provided"), so a consolidation that
-// brings the two together is refused.
-func registryConflict(e *ctrconf.Effective) string {
-	for _, plugin := range []string{"io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images"} {
-		reg := ctrconf.JoinKey("plugins", plugin, "registry")
-		cp, ok := e.Get(reg + ".config_path")
-		if !ok || cp == `""` || cp == "" {
-			continue
-		}
-		for k := range e.Flat() {
-			if strings.HasPrefix(k, reg+".mirrors.") {
-				return fmt.Sprintf("%s.config_path = %s and %s would both be set; containerd's CRI plugin refuses mirrors together with config_path: move the mirrors into %s/<host>/hosts.toml", reg, cp, k, strings.Trim(cp, `"`))
-			}
-		}
-	}
-	return ""
 }
 
 func lostNames(ls []lostValue) []string {

@@ -366,6 +366,15 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		if chosen < 0 {
 			return nil, &module.ValidationError{Msg: firstErr.Error(), Evidence: plan.Evidence}
 		}
+		if c := ctrconf.RegistryConflict(after); c != "" {
+			// config dump accepts it; the CRI plugin would not load after
+			// the restart this write asks for. Refused before any write.
+			why := "this change would bring them together"
+			if ctrconf.RegistryConflict(base) != "" {
+				why = "the node's files already do, so its CRI plugin fails to load today; writing and restarting cannot repair that"
+			}
+			return nil, &module.ValidationError{Msg: fmt.Sprintf("refusing to write; the live files are unchanged: %s (%s)", c, why), Evidence: plan.Evidence}
+		}
 		if target0 != nil && chosen > 0 {
 			plan.Notes = append(plan.Notes, fmt.Sprintf("measured: with %s in the version %d layout, %s does not make the runtimes effective; the version %d layout does",
 				target, target0.layouts[0], tree.Bin, target0.layouts[chosen]))
