@@ -179,13 +179,26 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 			}
 			absorbed[target.Path] = m
 		}
+		// A file earlier in load order than the target loses to what the
+		// target spells itself (as it would with the shadowing file gone);
+		// a later one wins.
+		earlier := fileIndex(tree, from) < fileIndex(tree, target.Path)
+		var took []string
 		for _, k := range keys {
 			v, ok := value(k)
 			if !ok {
 				return fmt.Errorf("%s: cannot read %s", from, k)
 			}
+			if earlier && hasPath(m, ctrconf.SplitKey(k)) {
+				continue
+			}
 			setPath(m, ctrconf.SplitKey(k), v)
+			took = append(took, k)
 		}
+		if len(took) == 0 {
+			return nil
+		}
+		keys = took
 		absorbNotes = append(absorbNotes, fmt.Sprintf("%s absorbs from %s: %s", target.Path, from, strings.Join(keys, ", ")))
 		return nil
 	}
@@ -449,6 +462,19 @@ func lostNames(ls []lostValue) []string {
 		out[i] = l.key
 	}
 	return out
+}
+
+// hasPath reports whether m holds a value at segs.
+func hasPath(m map[string]any, segs []string) bool {
+	for _, s := range segs[:len(segs)-1] {
+		next, ok := m[s].(map[string]any)
+		if !ok {
+			return false
+		}
+		m = next
+	}
+	_, ok := m[segs[len(segs)-1]]
+	return ok
 }
 
 // setPath sets v at segs in m, creating tables on the way.

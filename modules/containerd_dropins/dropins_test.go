@@ -284,6 +284,7 @@ func TestDropinInTwoUnitsMovesOnce(t *testing.T) {
 	main := strings.Replace(criMain, `    [plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]
       endpoint = ["https://mirror.lab:5000"]
 `, "", 1)
+	main = strings.Replace(main, `sandbox_image = "registry.k8s.io/pause:3.9"`, `sandbox_image = "main.lab/pause:1"`, 1)
 	root, mainPath := tree(t, map[string]string{
 		"etc/containerd/config.toml":                    main,
 		"etc/containerd/conf.d/99-nvidia.toml":          operatorDropin(t),
@@ -304,6 +305,21 @@ func TestDropinInTwoUnitsMovesOnce(t *testing.T) {
 	}
 	if notes != 1 {
 		t.Fatalf("%d notes, want 1", notes)
+	}
+	// What the protected file spells itself wins over the earlier main
+	// config's value, as it does once the registry drop-in is gone; the
+	// main config's other hidden settings are absorbed.
+	for _, f := range p.Files {
+		if filepath.Base(f.Path) != "99-nvidia.toml" {
+			continue
+		}
+		after := string(f.After)
+		if !strings.Contains(after, "registry.k8s.io/pause:3.9") || strings.Contains(after, "main.lab/pause:1") {
+			t.Errorf("absorb overwrote the protected file's own sandbox_image:\n%s", after)
+		}
+		if !strings.Contains(after, "/opt/cni/bin-lab") {
+			t.Errorf("absorb lost the main config's hidden CNI bin_dir:\n%s", after)
+		}
 	}
 }
 
