@@ -241,6 +241,12 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	prefix := DumpRuntimesPrefix(tree.BinVersion)
 	plan := &module.Plan{}
 	plan.Evidence = append(plan.Evidence, evidence("live tree", tree, base))
+	if c := ctrconf.RegistryConflict(base); base.OK && c != "" {
+		// config dump accepts it, the CRI plugin does not load: the node
+		// is down for Kubernetes now, and any restart this play owes
+		// would fail its gates. Nothing is written on such a host.
+		return nil, &module.ValidationError{Msg: fmt.Sprintf("the node's containerd config already keeps its CRI plugin from loading, so nothing is changed here: %s", c), Evidence: plan.Evidence}
+	}
 
 	target := ""
 	switch {
@@ -369,11 +375,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		if c := ctrconf.RegistryConflict(after); c != "" {
 			// config dump accepts it; the CRI plugin would not load after
 			// the restart this write asks for. Refused before any write.
-			why := "this change would bring them together"
-			if ctrconf.RegistryConflict(base) != "" {
-				why = "the node's files already do, so its CRI plugin fails to load today; writing and restarting cannot repair that"
-			}
-			return nil, &module.ValidationError{Msg: fmt.Sprintf("refusing to write; the live files are unchanged: %s (%s)", c, why), Evidence: plan.Evidence}
+			return nil, &module.ValidationError{Msg: fmt.Sprintf("refusing to write; the live files are unchanged: %s (this change would bring them together)", c), Evidence: plan.Evidence}
 		}
 		if target0 != nil && chosen > 0 {
 			plan.Notes = append(plan.Notes, fmt.Sprintf("measured: with %s in the version %d layout, %s does not make the runtimes effective; the version %d layout does",

@@ -17,8 +17,9 @@ import (
 // the incident's registry drop-in on 2.x): the tree sets registry mirrors
 // and config_path together. `config dump` accepts it, the CRI plugin does
 // not load; writing the runtimes and restarting wrote, failed the gates and
-// rolled back. Check now refuses before any write, naming both keys and
-// that the node is already so.
+// rolled back (the shipped playbook's sysctl write and the restart it
+// owes). Check now refuses before any write of the play, naming both keys
+// and that the node is already so.
 func TestRefusesCandidateCRIWouldNotLoad(t *testing.T) {
 	bin := labtest.Containerd(t, labtest.Containerd2)
 	dir := t.TempDir()
