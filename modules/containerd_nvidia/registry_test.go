@@ -23,17 +23,7 @@ import (
 func TestRefusesCandidateCRIWouldNotLoad(t *testing.T) {
 	bin := labtest.Containerd(t, labtest.Containerd2)
 	dir := t.TempDir()
-	tk := filepath.Join(dir, "toolkit")
-	for _, d := range []string{tk, filepath.Join(dir, "conf.d")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, b := range []string{"nvidia-container-runtime", "nvidia-container-runtime.cdi", "nvidia-container-runtime.legacy"} {
-		if err := os.WriteFile(filepath.Join(tk, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tk := toolkitDir(t, dir)
 	main := filepath.Join(dir, "config.toml")
 	files := map[string]string{
 		main: "version = 2\nimports = [\"" + dir + "/conf.d/*.toml\"]\n" +

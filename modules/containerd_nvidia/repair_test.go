@@ -32,18 +32,7 @@ func TestRepairDropinPastedTwice(t *testing.T) {
 		t.Run(string(c.gen), func(t *testing.T) {
 			bin := labtest.Containerd(t, c.gen)
 			dir := t.TempDir()
-			tk := filepath.Join(dir, "toolkit")
-			if err := os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.MkdirAll(tk, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			for _, b := range []string{"nvidia-container-runtime", "nvidia-container-runtime.cdi", "nvidia-container-runtime.legacy"} {
-				if err := os.WriteFile(filepath.Join(tk, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
+			tk := toolkitDir(t, dir)
 			main := filepath.Join(dir, "config.toml")
 			write := func(p, s string) {
 				t.Helper()
@@ -119,4 +108,23 @@ func runDump(bin, config string) (string, error) {
 		return "", fmt.Errorf("%s config dump: %w", bin, err)
 	}
 	return string(out), nil
+}
+
+// toolkitDir makes dir/conf.d and dir/toolkit holding the three toolkit
+// binaries (empty scripts: the module checks they exist, containerd's
+// dump never runs them) and returns the toolkit dir.
+func toolkitDir(t *testing.T, dir string) string {
+	t.Helper()
+	tk := filepath.Join(dir, "toolkit")
+	for _, d := range []string{tk, filepath.Join(dir, "conf.d")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range []string{"nvidia-container-runtime", "nvidia-container-runtime.cdi", "nvidia-container-runtime.legacy"} {
+		if err := os.WriteFile(filepath.Join(tk, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tk
 }
