@@ -102,29 +102,16 @@ func TestNewDropinImportsNotASetting(t *testing.T) {
 }
 
 // criMainConfig is a main config with CRI settings of its own: a registry
-// mirror and credentials, a base runtime spec, CNI directories.
-const criMainConfig = `version = 2
-imports = ["/etc/containerd/conf.d/*.toml"]
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.9"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/opt/cni/bin-lab"
-    conf_dir = "/etc/cni/net.d-lab"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      base_runtime_spec = "/etc/containerd/cri-base.json"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = true
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    [plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]
-      endpoint = ["https://mirror.lab:5000"]
-    [plugins."io.containerd.grpc.v1.cri".registry.configs."harbor.lab".auth]
-      username = "robot"
-      password = "s3cret-robot"
-`
+// mirror and credentials, a base runtime spec, CNI directories. It is the
+// containerd_dropins module tests' file, so both levels test one config.
+func criMainConfig(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(labtest.RepoRoot(), "modules", "containerd_dropins", "testdata", "cri-main.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 // explainNodeLost is `nodeconverge explain --json`'s list of values written in
 // a loaded file that are not in effect.
@@ -154,7 +141,7 @@ func TestShadowedSettingsConsolidated(t *testing.T) {
 	node := l.Nodes[0].Name
 	nvidia := scenarioFile(t, "99-nvidia.toml")
 	nvidia = nvidia[:strings.Index(nvidia, `    [plugins."io.containerd.grpc.v1.cri".registry]`)]
-	putFile(t, l, node, "/etc/containerd/config.toml", criMainConfig)
+	putFile(t, l, node, "/etc/containerd/config.toml", criMainConfig(t))
 	putFile(t, l, node, "/etc/containerd/conf.d/99-nvidia.toml", nvidia)
 	if len(explainNodeLost(t, l, node)) == 0 {
 		t.Fatal("the case is not shadowed: explain lists nothing out of effect")

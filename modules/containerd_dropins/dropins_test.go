@@ -129,28 +129,15 @@ func TestOneMovePerFile(t *testing.T) {
 
 // criMain is a main config with CRI settings of its own, as real ones have:
 // a registry mirror and credentials, a base runtime spec, CNI directories.
-const criMain = `version = 2
-imports = ["/etc/containerd/conf.d/*.toml"]
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.9"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/opt/cni/bin-lab"
-    conf_dir = "/etc/cni/net.d-lab"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      base_runtime_spec = "/etc/containerd/cri-base.json"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = true
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    [plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]
-      endpoint = ["https://mirror.lab:5000"]
-    [plugins."io.containerd.grpc.v1.cri".registry.configs."harbor.lab".auth]
-      username = "robot"
-      password = "s3cret-robot"
-`
+// The e2e tests load the same file (testdata/cri-main.toml).
+func criMainConfig(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "cri-main.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 // operatorDropin is the GPU Operator's drop-in: a whole CRI table (as the
 // toolkit found it, without the registry) plus its runtimes.
@@ -169,7 +156,7 @@ func operatorDropin(t *testing.T) string {
 // absorb: false refuses naming the keys; accept_shadowed accepts them.
 func TestShadowedByProtectedDropin(t *testing.T) {
 	root, mainPath := tree(t, map[string]string{
-		"etc/containerd/config.toml":           criMain,
+		"etc/containerd/config.toml":           criMainConfig(t),
 		"etc/containerd/conf.d/99-nvidia.toml": operatorDropin(t),
 	})
 	protect := func(a *Args) { a.Protect = []string{"99-nvidia.toml"} }
@@ -212,7 +199,7 @@ func TestShadowedByProtectedDropin(t *testing.T) {
 // refuses: refused, naming both.
 func TestAbsorbRefusesMirrorsWithConfigPath(t *testing.T) {
 	root, mainPath := tree(t, map[string]string{
-		"etc/containerd/config.toml":           criMain,
+		"etc/containerd/config.toml":           criMainConfig(t),
 		"etc/containerd/conf.d/99-nvidia.toml": scenario(t, "99-nvidia.toml"),
 	})
 	_, err := check(t, labtest.Containerd16, root, mainPath, func(a *Args) { a.Protect = []string{"99-nvidia.toml"} })
@@ -281,7 +268,7 @@ func writeFile(t *testing.T, p, content string) {
 // moved twice (the second move failed after the first, "no such file"):
 // it moves once, and the main config's settings are absorbed.
 func TestDropinInTwoUnitsMovesOnce(t *testing.T) {
-	main := strings.Replace(criMain, `    [plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]
+	main := strings.Replace(criMainConfig(t), `    [plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]
       endpoint = ["https://mirror.lab:5000"]
 `, "", 1)
 	main = strings.Replace(main, `sandbox_image = "registry.k8s.io/pause:3.9"`, `sandbox_image = "main.lab/pause:1"`, 1)
