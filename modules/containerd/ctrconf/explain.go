@@ -238,6 +238,13 @@ func explainTree(ctx context.Context, h transport.Reader, t *Tree) (*Explanation
 	}
 	final := hist[n]
 
+	// spelled[j] is what file j writes, named as this daemon's dump names
+	// it (2.x renames what version 2 files say about the CRI plugin).
+	major := binMajor(t.BinVersion)
+	spelled := make([]map[string]string, n)
+	for j, f := range t.Files {
+		spelled[j] = f.effectiveKeys(major)
+	}
 	origin := map[string]KeyOrigin{}
 	for key, val := range final {
 		o := KeyOrigin{Key: key, Value: shown(key, val)}
@@ -246,7 +253,7 @@ func explainTree(ctx context.Context, h transport.Reader, t *Tree) (*Explanation
 		last := lastChange(hist, key) // file index, -1 when never changed
 		writer := -1
 		for j := n - 1; j >= 0 && j >= last; j-- {
-			if w, ok := t.Files[j].keys[key]; ok && w == val {
+			if w, ok := spelled[j][key]; ok && (w == val || sameDecoded(val, w)) {
 				writer = j
 				break
 			}
@@ -267,7 +274,7 @@ func explainTree(ctx context.Context, h transport.Reader, t *Tree) (*Explanation
 	sort.Slice(x.Keys, func(i, j int) bool { return x.Keys[i].Key < x.Keys[j].Key })
 
 	x.Shadows = shadowsOf(t, base, ablated)
-	x.Lost = lostKeys(t, hist, origin)
+	x.Lost = lostKeys(t, hist, origin, major)
 	sortLost(t, x.Lost)
 	return x, base, ablated, nil
 }
@@ -286,7 +293,7 @@ func lastChange(hist []map[string]string, key string) int {
 }
 
 // lostKeys lists what each file writes that containerd does not use.
-func lostKeys(t *Tree, hist []map[string]string, origin map[string]KeyOrigin) []LostKey {
+func lostKeys(t *Tree, hist []map[string]string, origin map[string]KeyOrigin, major int) []LostKey {
 	final := hist[len(hist)-1]
 	lower := map[string]string{}
 	for k := range final {
@@ -296,15 +303,19 @@ func lostKeys(t *Tree, hist []map[string]string, origin map[string]KeyOrigin) []
 	for _, f := range t.Files {
 		for _, key := range sortedKeysOf(f.keys) {
 			w := f.keys[key]
-			ekey := key
-			ev, ok := final[key]
+			written, ekey := w, key
+			if nk, nv, mig := migratedKey(key, w, f.Version, major); mig {
+				// The dump shows the value under its 2.x name.
+				ekey, w = nk, nv
+			}
+			ev, ok := final[ekey]
 			if !ok {
 				// containerd matches struct fields without regard to case.
-				if k2, ok2 := lower[strings.ToLower(key)]; ok2 {
+				if k2, ok2 := lower[strings.ToLower(ekey)]; ok2 {
 					ekey, ev, ok = k2, final[k2], true
 				}
 			}
-			if ok && (ev == w || arrayContains(ev, w)) {
+			if ok && (ev == w || arrayContains(ev, w) || sameDecoded(ev, w)) {
 				continue
 			}
 			if !ok && zeroText(w) && optionsKey(key) {
@@ -314,7 +325,7 @@ func lostKeys(t *Tree, hist []map[string]string, origin map[string]KeyOrigin) []
 				// the shim gets anyway.
 				continue
 			}
-			l := LostKey{Key: key, File: f.Path, Written: shown(key, w), Effective: shown(key, ev), Absent: !ok}
+			l := LostKey{Key: key, File: f.Path, Written: shown(key, written), Effective: shown(key, ev), Absent: !ok}
 			if ok {
 				o := origin[ekey]
 				switch {
@@ -333,7 +344,7 @@ func lostKeys(t *Tree, hist []map[string]string, origin map[string]KeyOrigin) []
 					l.Cause = CauseDefault
 					l.Reason = "containerd uses its default"
 				}
-			} else if k := lastRemoval(hist, key); k >= 0 {
+			} else if k := lastRemoval(hist, ekey); k >= 0 {
 				l.Winner, l.Cause = t.Files[k].Path, CauseDropped
 				l.Reason = "dropped when " + l.Winner + " was loaded"
 				if p := pluginOf(key); p != "" && l.Winner != f.Path {
