@@ -345,7 +345,9 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 				return nil, err
 			}
 		}
-		var firstErr error
+		// Every layout that fails says why: when none works, the operator
+		// sees what each one would have done, not only the first.
+		var errs []string
 		chosen = -1
 		for i, eff := range effs {
 			what := "candidate tree"
@@ -353,24 +355,23 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 				what += fmt.Sprintf(" with %s rebuilt in the version %d layout", target, target0.layouts[i])
 			}
 			plan.Evidence = append(plan.Evidence, evidence(what, tree, eff))
+			var err error
 			if !eff.OK {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("the candidate tree does not load with %s; the live files are unchanged:\n%s", tree.Bin, eff.Err)
+				err = fmt.Errorf("the candidate tree does not load with %s; the live files are unchanged:\n%s", tree.Bin, eff.Err)
+			} else {
+				d := ctrconf.Diff(base, eff)
+				if err = a.checkEffective(tree, target, names, prefix, major, base, eff, d); err == nil {
+					chosen, after, diff = i, eff, d
+					break
 				}
-				continue
 			}
-			d := ctrconf.Diff(base, eff)
-			if err := a.checkEffective(tree, target, names, prefix, major, base, eff, d); err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
-				continue
+			if len(effs) > 1 && target0 != nil {
+				err = fmt.Errorf("in the version %d layout: %w", target0.layouts[i], err)
 			}
-			chosen, after, diff = i, eff, d
-			break
+			errs = append(errs, err.Error())
 		}
 		if chosen < 0 {
-			return nil, &module.ValidationError{Msg: firstErr.Error(), Evidence: plan.Evidence}
+			return nil, &module.ValidationError{Msg: strings.Join(errs, "\n"), Evidence: plan.Evidence}
 		}
 		if c := ctrconf.RegistryConflict(after); c != "" {
 			// config dump accepts it; the CRI plugin would not load after
@@ -421,6 +422,12 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 // own layout second; both are staged and the dumps decide.
 func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effective, major int, prefix string) error {
 	fileVer := nvidiatoml.DetectVersion(e.live.Content)
+	// v3Named: a file older than version 3 that already configures the
+	// runtimes under 2.x's plugin name; it keeps its version key.
+	v3Named := false
+	if f := tree.File(e.path); f != nil && fileVer < 3 && slices.Contains(f.Plugins, ctrconf.CRIRuntimePlugin) {
+		v3Named = true
+	}
 	var layouts []int
 	switch {
 	case a.State != "present":
@@ -442,6 +449,13 @@ func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effec
 		layouts = []int{pref}
 		if fileVer >= 2 && min(fileVer, 3) != pref {
 			layouts = append(layouts, min(fileVer, 3))
+		}
+		if v3Named && !slices.Contains(layouts, 3) {
+			// AKS writes `version = 2` with the 2.x plugin names: 2.x's
+			// migration then skips the runtimes of a version 2 CRI table
+			// (the file's own runtimes table already exists), so only
+			// the names the file already uses take effect.
+			layouts = append([]int{3}, layouts...)
 		}
 	}
 	rtype, opts := runcTemplate(base, major)
@@ -473,7 +487,7 @@ func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effec
 		if err != nil {
 			return fmt.Errorf("rebuild %s: %w", e.path, err)
 		}
-		if a.State == "present" && fileVer != 0 && min(fileVer, 3) != l {
+		if a.State == "present" && fileVer != 0 && min(fileVer, 3) != l && !(v3Named && l == 3) {
 			cand = nvidiatoml.SetVersion(cand, l)
 		}
 		e.cands = append(e.cands, cand)
