@@ -29,8 +29,11 @@ import (
 // DefaultPort is the port every lab sshd listens on; lab.sh's default, clear of a host sshd on 22.
 const DefaultPort = 2222
 
-// upTimeout bounds `lab.sh up`; a 4-node lab takes about a second.
-const upTimeout = 3 * time.Minute
+// upTimeout bounds `lab.sh up`. A 4-node lab takes about a second on an idle
+// machine; the corpus matrix's 63-node lab next to a 1000-node lab going
+// down (load 500 here) did not finish in 3 minutes. The bound is for a lab
+// that hangs, not for a slow machine.
+const upTimeout = 10 * time.Minute
 
 // Lab is a running lab. All paths are absolute host paths.
 type Lab struct {
