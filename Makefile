@@ -46,7 +46,7 @@ containerd17:
 corpus: deps containerd2 containerd17
 	NODECONVERGE_CONTAINERD2=$(abspath $(CONTAINERD2)) NODECONVERGE_CONTAINERD17=$(abspath $(CONTAINERD17)) \
 	NODECONVERGE_CORPUS_TABLE=$(abspath e2e/testdata/corpus/MATRIX.md) \
-		$(GO) test -count=1 -timeout 60m -v -run 'TestCorpusMatrix' ./e2e/
+		$(GO) test -count=1 -timeout 150m -v -run 'TestCorpusMatrix' ./e2e/
 
 # The fault-injection suite (issue 11): every e2e TestFault* case (hung sessions, lost and
 # unreachable hosts, kills mid-run, broken CRI after a restart, SIGTERM mid-restart, injection and
