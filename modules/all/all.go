@@ -6,6 +6,7 @@ import (
 	// Each import registers one module in its init.
 	_ "nodeconverge/modules/command"
 	_ "nodeconverge/modules/containerd_dropins"
+	_ "nodeconverge/modules/containerd_hosts"
 	_ "nodeconverge/modules/containerd_nvidia"
 	_ "nodeconverge/modules/containerd_restart"
 	_ "nodeconverge/modules/copy"
