@@ -18,7 +18,6 @@ package containerdhosts
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -183,26 +182,29 @@ func render(registry string, f hostsFile) []byte {
 	}
 	for _, h := range f.Hosts {
 		fmt.Fprintf(&b, "\n[host.%s]\n", strconv.Quote(h.URL))
-		q := make([]string, len(h.Capabilities))
-		for i, c := range h.Capabilities {
-			q[i] = strconv.Quote(c)
-		}
-		fmt.Fprintf(&b, "  capabilities = [%s]\n", strings.Join(q, ", "))
+		fmt.Fprintf(&b, "  capabilities = %s\n", tomlStrings(h.Capabilities))
 		if h.SkipVerify {
 			b.WriteString("  skip_verify = true\n")
 		}
 		if len(h.CA) > 0 {
-			q := make([]string, len(h.CA))
-			for i, c := range h.CA {
-				q[i] = strconv.Quote(c)
-			}
-			fmt.Fprintf(&b, "  ca = [%s]\n", strings.Join(q, ", "))
+			fmt.Fprintf(&b, "  ca = %s\n", tomlStrings(h.CA))
 		}
 		if h.OverridePath {
 			b.WriteString("  override_path = true\n")
 		}
 	}
 	return b.Bytes()
+}
+
+// tomlStrings is an array of strings as TOML text. Quoting is Go's, which
+// TOML reads the same for printable text; anything else fails the
+// candidate's read-back in Check, so it is refused, never written.
+func tomlStrings(l []string) string {
+	q := make([]string, len(l))
+	for i, s := range l {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
 }
 
 // parse reads a hosts.toml by meaning. It fails on what containerd's loader
@@ -338,11 +340,6 @@ func (f hostsFile) equal(g hostsFile) bool {
 	})
 }
 
-// data is what Apply needs beyond the file change.
-type data struct {
-	Path string `json:"path"`
-}
-
 func (a *Args) query() transport.Query {
 	q := transport.Query{Files: []string{a.File()}}
 	for _, h := range a.Hosts {
@@ -373,7 +370,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 		if live.Exists {
 			plan.Files = append(plan.Files, module.FileChange{Action: module.Delete, Path: a.File(), Before: live.Content, BeforeHash: module.Hash(live.Content)})
 		}
-		return withData(plan, a)
+		return plan, nil
 	}
 	var missing []string
 	for _, hst := range a.Hosts {
@@ -411,18 +408,6 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 		fc.Action, fc.Before, fc.BeforeHash, fc.Mode = module.Update, live.Content, module.Hash(live.Content), 0
 	}
 	plan.Files = append(plan.Files, fc)
-	return withData(plan, a)
-}
-
-func withData(plan *module.Plan, a *Args) (*module.Plan, error) {
-	if !plan.Changed() {
-		return plan, nil
-	}
-	raw, err := json.Marshal(data{Path: a.File()})
-	if err != nil {
-		return nil, fmt.Errorf("encode plan data: %w", err)
-	}
-	plan.Data = raw
 	return plan, nil
 }
 

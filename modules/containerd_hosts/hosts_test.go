@@ -27,6 +27,13 @@ func labArgs(certs string) *Args {
 	return a
 }
 
+func apply(t *testing.T, h *transport.Host, p *module.Plan) {
+	t.Helper()
+	if _, err := (Module{}).Apply(context.Background(), h, p); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+}
+
 func check(t *testing.T, h *transport.Host, a *Args) (*module.Plan, error) {
 	t.Helper()
 	if err := a.Validate(); err != nil {
@@ -47,9 +54,7 @@ func TestConvergeAndIdempotent(t *testing.T) {
 	if len(plan.Files) != 1 || plan.Files[0].Action != module.Create || plan.Files[0].Path != filepath.Join(certs, "harbor.lab:80", "hosts.toml") {
 		t.Fatalf("plan = %+v", plan.Files)
 	}
-	if _, err := (Module{}).Apply(context.Background(), h, plan); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, h, plan)
 	b, err := os.ReadFile(a.File())
 	if err != nil {
 		t.Fatal(err)
@@ -77,9 +82,9 @@ func TestSameMeaningLeftAlone(t *testing.T) {
 	}
 	a := labArgs(certs)
 	a.Hosts = []Host{{URL: "https://mirror.lab", Capabilities: []string{"pull"}, CA: []string{ca}}, {URL: "http://harbor.lab:80"}}
-	hand := "[host.\"https://mirror.lab\"]\n  ca = \"" + ca + "\"\n  capabilities = ['pull']\n\n[host.'http://harbor.lab:80']\n  capabilities = ['resolve', 'pull']\n\nserver = 'http://harbor.lab:80'\n"
-	// server after a table would belong to it: put it first, as TOML needs.
-	hand = "server = 'http://harbor.lab:80'\n" + strings.TrimSuffix(hand, "\nserver = 'http://harbor.lab:80'\n")
+	hand := "server = 'http://harbor.lab:80'\n" +
+		"[host.\"https://mirror.lab\"]\n  ca = \"" + ca + "\"\n  capabilities = ['pull']\n\n" +
+		"[host.'http://harbor.lab:80']\n  capabilities = ['resolve', 'pull']\n"
 	if err := os.MkdirAll(filepath.Dir(a.File()), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -121,17 +126,13 @@ func TestAbsentRemoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (Module{}).Apply(context.Background(), h, plan); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, h, plan)
 	a.State = "absent"
 	plan, err = check(t, h, a)
 	if err != nil || len(plan.Files) != 1 || plan.Files[0].Action != module.Delete {
 		t.Fatalf("absent: %v %+v", err, plan)
 	}
-	if _, err := (Module{}).Apply(context.Background(), h, plan); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, h, plan)
 	if _, err := os.Stat(a.File()); !os.IsNotExist(err) {
 		t.Fatalf("file still there: %v", err)
 	}

@@ -1,13 +1,11 @@
 package containerdnvidia
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"nodeconverge/engine/transport"
 	"nodeconverge/lab/labtest"
 )
 
@@ -41,13 +39,7 @@ func TestVersion2FileWith2xNames(t *testing.T) {
 	if err := os.WriteFile(main, []byte(aksV2Named), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := transport.NewHost(transport.NewLocal("local"), transport.HostOptions{})
-	a := Module{}.NewArgs().(*Args)
-	a.Path, a.Config, a.ToolkitDir, a.State, a.Containerd = Auto, main, tk, "present", bin
-	if err := a.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	plan, err := Module{}.Check(context.Background(), h, a)
+	plan, err := checkAuto(t, main, tk, "present", bin)
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}

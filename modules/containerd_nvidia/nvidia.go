@@ -424,10 +424,8 @@ func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effec
 	fileVer := nvidiatoml.DetectVersion(e.live.Content)
 	// v3Named: a file older than version 3 that already configures the
 	// runtimes under 2.x's plugin name; it keeps its version key.
-	v3Named := false
-	if f := tree.File(e.path); f != nil && fileVer < 3 && slices.Contains(f.Plugins, ctrconf.CRIRuntimePlugin) {
-		v3Named = true
-	}
+	f := tree.File(e.path)
+	v3Named := f != nil && fileVer < 3 && slices.Contains(f.Plugins, ctrconf.CRIRuntimePlugin)
 	var layouts []int
 	switch {
 	case a.State != "present":
@@ -496,9 +494,6 @@ func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effec
 	return nil
 }
 
-// criPlugin is the plugin whose table holds the runtimes in containerd 1.x.
-const criPlugin = "io.containerd.grpc.v1.cri"
-
 // choosePath decides where the runtimes take effect, from what the tree
 // measures (issue 10, defect 5). containerd 1.x takes the whole CRI table
 // from the last loaded file that mentions the plugin, so the runtimes go into
@@ -517,17 +512,17 @@ func choosePath(tree *ctrconf.Tree, major int, managed func(string) bool) (strin
 	if major < 2 {
 		owner := ""
 		for _, f := range tree.Files {
-			if !f.Missing && slices.Contains(f.Plugins, criPlugin) {
+			if !f.Missing && slices.Contains(f.Plugins, ctrconf.CRIPlugin) {
 				owner = f.Path
 			}
 		}
 		if owner != "" {
-			return owner, fmt.Sprintf("runtimes go into %s: it is the last file containerd 1.x loads that mentions %s, and that file's table is the whole plugin's configuration", owner, criPlugin)
+			return owner, fmt.Sprintf("runtimes go into %s: it is the last file containerd 1.x loads that mentions %s, and that file's table is the whole plugin's configuration", owner, ctrconf.CRIPlugin)
 		}
 		if loadsDropin {
-			return dropin, fmt.Sprintf("runtimes go into %s: no loaded file mentions %s", dropin, criPlugin)
+			return dropin, fmt.Sprintf("runtimes go into %s: no loaded file mentions %s", dropin, ctrconf.CRIPlugin)
 		}
-		return tree.Main, fmt.Sprintf("runtimes go into %s: no loaded file mentions %s and no import loads %s", tree.Main, criPlugin, dropin)
+		return tree.Main, fmt.Sprintf("runtimes go into %s: no loaded file mentions %s and no import loads %s", tree.Main, ctrconf.CRIPlugin, dropin)
 	}
 	for i := len(tree.Files) - 1; i >= 1; i-- {
 		f := tree.Files[i]
@@ -548,7 +543,7 @@ func choosePath(tree *ctrconf.Tree, major int, managed func(string) bool) (strin
 // containerd 1.x.
 func mentionsCRI(tree *ctrconf.Tree) bool {
 	for _, f := range tree.Files {
-		if !f.Missing && slices.Contains(f.Plugins, criPlugin) {
+		if !f.Missing && slices.Contains(f.Plugins, ctrconf.CRIPlugin) {
 			return true
 		}
 	}
@@ -557,9 +552,9 @@ func mentionsCRI(tree *ctrconf.Tree) bool {
 
 // runtimesOf returns the CRI runtimes of an effective config, by name.
 func runtimesOf(e *ctrconf.Effective, major int) map[string]map[string]any {
-	plugin := criPlugin
+	plugin := ctrconf.CRIPlugin
 	if major >= 2 {
-		plugin = "io.containerd.cri.v1.runtime"
+		plugin = ctrconf.CRIRuntimePlugin
 	}
 	var node any = e.Values
 	for _, k := range []string{"plugins", plugin, "containerd", "runtimes"} {
@@ -727,8 +722,8 @@ func diagnose(tree *ctrconf.Tree, target string, after *ctrconf.Effective, major
 			continue
 		}
 		if major < 2 {
-			if slices.Contains(f.Plugins, criPlugin) {
-				later = append(later, fmt.Sprintf("%s is loaded after %s and mentions %s: containerd 1.x takes that plugin's whole table from the last file that mentions it", p, target, criPlugin))
+			if slices.Contains(f.Plugins, ctrconf.CRIPlugin) {
+				later = append(later, fmt.Sprintf("%s is loaded after %s and mentions %s: containerd 1.x takes that plugin's whole table from the last file that mentions it", p, target, ctrconf.CRIPlugin))
 			}
 			continue
 		}

@@ -1,7 +1,6 @@
 package containerdnvidia
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	"nodeconverge/engine/module"
-	"nodeconverge/engine/transport"
 	"nodeconverge/lab/labtest"
 )
 
@@ -35,13 +33,7 @@ func TestRefusesCandidateCRIWouldNotLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := transport.NewHost(transport.NewLocal("local"), transport.HostOptions{})
-	a := Module{}.NewArgs().(*Args)
-	a.Path, a.Config, a.ToolkitDir, a.State, a.Containerd = Auto, main, tk, "present", bin
-	if err := a.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	_, err := Module{}.Check(context.Background(), h, a)
+	_, err := checkAuto(t, main, tk, "present", bin)
 	var ve *module.ValidationError
 	if !errors.As(err, &ve) || !strings.Contains(ve.Msg, "config_path") || !strings.Contains(ve.Msg, "mirrors") || !strings.Contains(ve.Msg, "already") {
 		t.Fatalf("Check = %v, want a refusal naming config_path, the mirrors and that the node is already so", err)

@@ -46,18 +46,9 @@ func TestRepairDropinPastedTwice(t *testing.T) {
 			dropin := filepath.Join(dir, "conf.d", "99-nvidia.toml")
 			write(dropin, strings.ReplaceAll("version = "+c.version+"\n# the operator's note\n\n"+paste+paste, "\n", "\r\n"))
 
-			ctx := context.Background()
 			check := func(state string) *module.Plan {
 				t.Helper()
-				// A Host caches what it read until it writes itself; this
-				// test writes behind its back, so each Check gets its own.
-				h := transport.NewHost(transport.NewLocal("local"), transport.HostOptions{})
-				a := Module{}.NewArgs().(*Args)
-				a.Path, a.Config, a.ToolkitDir, a.State, a.Containerd = Auto, main, tk, state, bin
-				if err := a.Validate(); err != nil {
-					t.Fatal(err)
-				}
-				p, err := Module{}.Check(ctx, h, a)
+				p, err := checkAuto(t, main, tk, state, bin)
 				if err != nil {
 					t.Fatalf("Check(%s): %v", state, err)
 				}
@@ -108,6 +99,20 @@ func runDump(bin, config string) (string, error) {
 		return "", fmt.Errorf("%s config dump: %w", bin, err)
 	}
 	return string(out), nil
+}
+
+// checkAuto runs Check with path auto for main on the local machine. Each
+// call gets its own Host: a Host caches what it read until it writes
+// itself, and these tests write behind its back.
+func checkAuto(t *testing.T, main, tk, state, bin string) (*module.Plan, error) {
+	t.Helper()
+	a := Module{}.NewArgs().(*Args)
+	a.Path, a.Config, a.ToolkitDir, a.State, a.Containerd = Auto, main, tk, state, bin
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	h := transport.NewHost(transport.NewLocal("local"), transport.HostOptions{})
+	return Module{}.Check(context.Background(), h, a)
 }
 
 // toolkitDir makes dir/conf.d and dir/toolkit holding the three toolkit

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/pelletier/go-toml/v2"
+
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
 )
@@ -409,4 +411,56 @@ func splitArray(s string) []string {
 func optionsKey(key string) bool {
 	segs := SplitKey(key)
 	return len(segs) >= 3 && segs[len(segs)-2] == "options" && slices.Contains(segs, "runtimes")
+}
+
+// sameDecoded reports whether the written value text decodes to the
+// effective one once containerd has filled in its struct fields: an array of
+// tables (1.7's transfer unpack_config) comes back from a 2.x dump with every
+// field of the struct, the ones the file did not write at their zero value.
+// Both are canonical texts (see canonical); a text that does not parse back
+// is not the same.
+func sameDecoded(effective, written string) bool {
+	if !strings.ContainsAny(written, "[{") {
+		return false
+	}
+	var e, w map[string]any
+	if toml.Unmarshal([]byte("v = "+effective), &e) != nil || toml.Unmarshal([]byte("v = "+written), &w) != nil {
+		return false
+	}
+	return covers(e["v"], w["v"])
+}
+
+// covers reports whether eff holds everything w says, any further table
+// field of eff being a zero value.
+func covers(eff, w any) bool {
+	switch wv := w.(type) {
+	case []any:
+		ev, ok := eff.([]any)
+		if !ok || len(ev) != len(wv) {
+			return false
+		}
+		for i := range wv {
+			if !covers(ev[i], wv[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		ev, ok := eff.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, x := range wv {
+			if !covers(ev[k], x) {
+				return false
+			}
+		}
+		for k, x := range ev {
+			if _, said := wv[k]; !said && !zeroText(canonical(x)) {
+				return false
+			}
+		}
+		return true
+	}
+	return canonical(eff) == canonical(w)
 }

@@ -1,11 +1,6 @@
 package ctrconf
 
-import (
-	"slices"
-	"strings"
-
-	"github.com/pelletier/go-toml/v2"
-)
+import "slices"
 
 // containerd 2.x migrates every file older than version 3 on its own before
 // merging it (cmd/containerd/server/config LoadConfigWithPlugins): the CRI
@@ -20,14 +15,16 @@ import (
 // effective, so a release that migrates differently makes a value inferred,
 // not wrong.
 
+// The CRI plugin ids, named once for every module that reads a dump.
 const (
-	criGRPC    = "io.containerd.grpc.v1.cri"
-	criImages  = "io.containerd.cri.v1.images"
-	criRuntime = CRIRuntimePlugin
+	// CRIPlugin holds the whole CRI configuration in containerd 1.x
+	// (config version 2); in 2.x only the CRI server's stream settings.
+	CRIPlugin = "io.containerd.grpc.v1.cri"
+	// CRIImagesPlugin holds 2.x's image settings (registry, sandbox).
+	CRIImagesPlugin = "io.containerd.cri.v1.images"
+	// CRIRuntimePlugin holds 2.x's runtimes.
+	CRIRuntimePlugin = "io.containerd.cri.v1.runtime"
 )
-
-// CRIRuntimePlugin is containerd 2.x's plugin that holds the CRI runtimes.
-const CRIRuntimePlugin = "io.containerd.cri.v1.runtime"
 
 // imageKeys move from the CRI plugin's top level to the images plugin.
 var imageKeys = []string{"registry", "image_decryption", "max_concurrent_downloads",
@@ -50,7 +47,7 @@ func migratedKey(key, value string, fileVersion, daemonMajor int) (string, strin
 		return "", "", false
 	}
 	segs := splitKey(key)
-	if len(segs) < 3 || segs[0] != "plugins" || segs[1] != criGRPC {
+	if len(segs) < 3 || segs[0] != "plugins" || segs[1] != CRIPlugin {
 		return "", "", false
 	}
 	rest := segs[2:]
@@ -59,26 +56,25 @@ func migratedKey(key, value string, fileVersion, daemonMajor int) (string, strin
 	}
 	switch {
 	case rest[0] == "sandbox_image" && len(rest) == 1:
-		return join(criImages, "pinned_images", "sandbox"), value, true
+		return join(CRIImagesPlugin, "pinned_images", "sandbox"), value, true
 	case slices.Contains(imageKeys, rest[0]):
-		return join(criImages, rest...), value, true
+		return join(CRIImagesPlugin, rest...), value, true
 	case slices.Contains(serverKeys, rest[0]), rest[0] == "enable_cdi":
 		return "", "", false
 	case rest[0] == "containerd" && len(rest) >= 2 && slices.Contains(imageContainerdKeys, rest[1]):
-		return join(criImages, rest[1:]...), value, true
+		return join(CRIImagesPlugin, rest[1:]...), value, true
 	case rest[0] == "cni" && len(rest) == 2 && rest[1] == "bin_dir":
-		return join(criRuntime, "cni", "bin_dirs"), "[" + value + "]", true
+		return join(CRIRuntimePlugin, "cni", "bin_dirs"), "[" + value + "]", true
 	case rest[0] == "containerd" && len(rest) == 5 && rest[1] == "runtimes" && rest[3] == "sandbox_mode":
-		return join(criRuntime, "containerd", "runtimes", rest[2], "sandboxer"), value, true
+		return join(CRIRuntimePlugin, "containerd", "runtimes", rest[2], "sandboxer"), value, true
 	}
-	return join(criRuntime, rest...), value, true
+	return join(CRIRuntimePlugin, rest...), value, true
 }
 
 // effectiveKeys is what f writes, named as the daemon of major version
 // daemonMajor shows it in its dump: the file's own keys plus, where 2.x
-// migrates them, their new names. The file's own spelling of a migrated key
-// is kept too; a dump never has it, so it matters only to lostKeys, which
-// looks the new name up first.
+// migrates them, their new names (the old names stay; a dump never shows
+// them, so they match nothing).
 func (f *File) effectiveKeys(daemonMajor int) map[string]string {
 	if daemonMajor < 2 || f.Version >= 3 {
 		return f.keys
@@ -97,56 +93,4 @@ func (f *File) effectiveKeys(daemonMajor int) map[string]string {
 		}
 	}
 	return out
-}
-
-// sameDecoded reports whether the written value text decodes to the
-// effective one once containerd has filled in its struct fields: an array of
-// tables (1.7's transfer unpack_config) comes back from a 2.x dump with every
-// field of the struct, the ones the file did not write at their zero value.
-// Both are canonical texts (see canonical); a text that does not parse back
-// is not the same.
-func sameDecoded(effective, written string) bool {
-	if !strings.ContainsAny(written, "[{") {
-		return false
-	}
-	var e, w map[string]any
-	if toml.Unmarshal([]byte("v = "+effective), &e) != nil || toml.Unmarshal([]byte("v = "+written), &w) != nil {
-		return false
-	}
-	return covers(e["v"], w["v"])
-}
-
-// covers reports whether eff holds everything w says, any further table
-// field of eff being a zero value.
-func covers(eff, w any) bool {
-	switch wv := w.(type) {
-	case []any:
-		ev, ok := eff.([]any)
-		if !ok || len(ev) != len(wv) {
-			return false
-		}
-		for i := range wv {
-			if !covers(ev[i], wv[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		ev, ok := eff.(map[string]any)
-		if !ok {
-			return false
-		}
-		for k, x := range wv {
-			if !covers(ev[k], x) {
-				return false
-			}
-		}
-		for k, x := range ev {
-			if _, said := wv[k]; !said && !zeroText(canonical(x)) {
-				return false
-			}
-		}
-		return true
-	}
-	return canonical(eff) == canonical(w)
 }

@@ -10,7 +10,7 @@ import (
 // cannot be set when config_path is provided"), so every module that writes
 // containerd config refuses a candidate that has both.
 func RegistryConflict(e *Effective) string {
-	for _, plugin := range []string{"io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images"} {
+	for _, plugin := range []string{CRIPlugin, CRIImagesPlugin} {
 		reg := JoinKey("plugins", plugin, "registry")
 		cp, ok := e.Get(reg + ".config_path")
 		if !ok || cp == `""` || cp == "" {
