@@ -9,6 +9,7 @@ import (
 	_ "nodeconverge/modules/containerd_hosts"
 	_ "nodeconverge/modules/containerd_nvidia"
 	_ "nodeconverge/modules/containerd_restart"
+	_ "nodeconverge/modules/containerd_settings"
 	_ "nodeconverge/modules/copy"
 	_ "nodeconverge/modules/shell"
 	_ "nodeconverge/modules/sysctl"

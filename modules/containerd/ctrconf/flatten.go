@@ -233,3 +233,8 @@ func shown(key, v string) string {
 	}
 	return v
 }
+
+// Canonical is the text Flatten gives a value, for comparing a value a
+// playbook declares with Effective.Get: a string quoted, an int64 in
+// decimal, a list as "[a, b]".
+func Canonical(v any) string { return canonical(v) }

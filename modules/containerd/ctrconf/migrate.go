@@ -94,3 +94,11 @@ func (f *File) effectiveKeys(daemonMajor int) map[string]string {
 	}
 	return out
 }
+
+// EffectiveKeys is what f writes, each key as the dump of a containerd of
+// major version daemonMajor names it (a version 2 file's CRI keys under 2.x
+// also appear under their migrated names), with canonical values. The map
+// must not be changed; it is nil for a file that does not parse.
+func (f *File) EffectiveKeys(daemonMajor int) map[string]string {
+	return f.effectiveKeys(daemonMajor)
+}

@@ -515,3 +515,13 @@ func binMajor(v string) int {
 	}
 	return 0
 }
+
+// Major is the major version of the tree's containerd binary, 1 when the
+// binary did not say: the conservative answer for the merge rules (1.x
+// replaces a plugin's whole table).
+func (t *Tree) Major() int {
+	if m := binMajor(t.BinVersion); m > 0 {
+		return m
+	}
+	return 1
+}
