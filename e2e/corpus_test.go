@@ -13,9 +13,11 @@ import (
 	"testing"
 
 	"github.com/pelletier/go-toml/v2"
+	"gopkg.in/yaml.v3"
 
 	"nodeconverge/lab/labtest"
 	"nodeconverge/modules/containerd/ctrconf"
+	containerdsettings "nodeconverge/modules/containerd_settings"
 )
 
 // The corpus matrix runs the shipped playbook on every public containerd
@@ -524,11 +526,69 @@ func runtimeProblems(gen string, dump map[string]string) []string {
 	return probs
 }
 
+// declared are the values the shipped playbook's containerd_settings task
+// declares, by the key the generation's dump prints them under, as text.
+func declared(t *testing.T, gen string) map[string]string {
+	t.Helper()
+	var plays []struct {
+		Tasks []map[string]any `yaml:"tasks"`
+	}
+	if err := yaml.Unmarshal([]byte(mustRead(t, shippedPlaybook())), &plays); err != nil {
+		t.Fatal(err)
+	}
+	major := 1
+	if gen == "2.x" {
+		major = 2
+	}
+	out := map[string]string{}
+	for _, p := range plays {
+		for _, task := range p.Tasks {
+			args, ok := task["containerd_settings"].(map[string]any)
+			if !ok {
+				continue
+			}
+			settings, _ := args["settings"].(map[string]any)
+			for k, v := range settings {
+				key, err := containerdsettings.DumpKey(k, major)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[key] = fmt.Sprint(v)
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("the shipped playbook declares no containerd_settings")
+	}
+	return out
+}
+
+// settingsProblems lists declared values the dump does not hold, an option
+// read as the daemon decodes it (2.x: any spelling that folds to it).
+func settingsProblems(gen string, dump, want map[string]string) []string {
+	var probs []string
+	for key, v := range want {
+		got, ok := dump[key]
+		if !ok && gen == "2.x" {
+			for k, dv := range dump {
+				if strings.EqualFold(k, key) {
+					got, ok = dv, true
+				}
+			}
+		}
+		if !ok || unquote(got) != v {
+			probs = append(probs, fmt.Sprintf("declared %s = %s not in effect (the node loads %s)", key, v, orGone(got, ok)))
+		}
+	}
+	sort.Strings(probs)
+	return probs
+}
+
 // regressions lists the effective values the run changed that were not its
-// to change: every key outside the named runtimes must keep its value,
-// except those a shadowing file had reset, which must come back to what
-// their file says.
-func regressions(before, after map[string]string, shadowed []lostKey) []string {
+// to change: every key outside the named runtimes and the declared settings
+// must keep its value, except those a shadowing file had reset, which must
+// come back to what their file says.
+func regressions(before, after map[string]string, shadowed []lostKey, decl map[string]string) []string {
 	restore := map[string]string{}
 	for _, l := range shadowed {
 		restore[l.Key] = l.Written
@@ -543,6 +603,9 @@ func regressions(before, after map[string]string, shadowed []lostKey) []string {
 	var out []string
 	for k := range keys {
 		if managed(k) {
+			continue
+		}
+		if v, ok := decl[k]; ok && unquote(after[k]) == v {
 			continue
 		}
 		b, inB := before[k]
@@ -647,6 +710,7 @@ func runGeneration(t *testing.T, gen labtest.Generation, cells []*cell) {
 
 	lostBefore, _ := explainLost(t, l)
 	pb := matrixPlaybook(t)
+	decl := declared(t, string(gen))
 	dir := t.TempDir()
 	cj, aj, rj := filepath.Join(dir, "check.json"), filepath.Join(dir, "apply.json"), filepath.Join(dir, "rerun.json")
 	args := func(extra ...string) []string {
@@ -713,8 +777,9 @@ func runGeneration(t *testing.T, gen labtest.Generation, cells []*cell) {
 			probs = append(probs, "no dump after the run: "+c.after.dumpErr)
 		} else {
 			probs = append(probs, runtimeProblems(c.gen, c.after.dump)...)
+			probs = append(probs, settingsProblems(c.gen, c.after.dump, decl)...)
 			if c.baseline.dump != nil {
-				if rs := regressions(c.baseline.dump, c.after.dump, lostBefore[h]); len(rs) > 0 {
+				if rs := regressions(c.baseline.dump, c.after.dump, lostBefore[h], decl); len(rs) > 0 {
 					probs = append(probs, fmt.Sprintf("%d value(s) changed that were not the run's: %s", len(rs), strings.Join(rs, "; ")))
 				}
 			}
@@ -764,6 +829,8 @@ func classify(p string) string {
 		return "changed-others"
 	case strings.HasPrefix(p, "written but not in effect"):
 		return "not-in-effect"
+	case strings.HasPrefix(p, "declared "):
+		return "setting-not-in-effect"
 	}
 	return "failed"
 }
@@ -980,15 +1047,34 @@ func TestMatrixAssertions(t *testing.T) {
 		"imports":                                           `[]`,
 	}
 	shadowed := []lostKey{{Key: `plugins."io.containerd.grpc.v1.cri".sandbox_image`, Written: `"registry.k8s.io/pause:3.9"`}}
-	rs := regressions(before, after, shadowed)
+	rs := regressions(before, after, shadowed, nil)
 	// Only the deleted runtime of somebody else counts: the zero-valued
 	// option that went absent decodes the same, the shadowed sandbox_image
 	// came back to what its file says, imports and nvidia are the run's.
 	if len(rs) != 1 || !strings.Contains(rs[0], "nvidia-experimental") {
 		t.Errorf("regressions = %v, want only the deleted nvidia-experimental", rs)
 	}
-	if rs := regressions(before, after, nil); len(rs) != 2 {
+	if rs := regressions(before, after, nil, nil); len(rs) != 2 {
 		t.Errorf("without the shadowing, sandbox_image changing is a regression too: %v", rs)
+	}
+	// A declared value that changed to what was declared is the run's; one
+	// that changed to anything else is not.
+	decl := map[string]string{`plugins."io.containerd.grpc.v1.cri".sandbox_image`: "registry.k8s.io/pause:3.9"}
+	if rs := regressions(before, after, nil, decl); len(rs) != 1 {
+		t.Errorf("a declared sandbox_image reaching its declared value is not a regression: %v", rs)
+	}
+	decl[`plugins."io.containerd.grpc.v1.cri".sandbox_image`] = "registry.k8s.io/pause:3.10"
+	if rs := regressions(before, after, nil, decl); len(rs) != 2 {
+		t.Errorf("a declared value reaching another value is a regression: %v", rs)
+	}
+	if ps := settingsProblems("1.6", after, decl); len(ps) != 1 || classify(ps[0]) != "setting-not-in-effect" {
+		t.Errorf("settingsProblems = %v, want the sandbox_image that is not the declared one", ps)
+	}
+	if ps := settingsProblems("2.x", map[string]string{p2 + "runc.options.systemdcgroup": "true"}, map[string]string{p2 + "runc.options.SystemdCgroup": "true"}); len(ps) != 0 {
+		t.Errorf("2.x reads an option in any case: %v", ps)
+	}
+	if d := declared(t, "2.x"); d[`plugins."io.containerd.cri.v1.images".registry.config_path`] != "/etc/containerd/certs.d" {
+		t.Errorf("the shipped playbook's declared config_path under 2.x's name: %v", d)
 	}
 	if name, rest, ok := runtimeOf(p2 + `"nvidia.x".options.BinaryName`); !ok || name != "nvidia.x" || rest != "options.BinaryName" {
 		t.Errorf("runtimeOf quoted name = %q %q %v", name, rest, ok)

@@ -125,6 +125,9 @@ type Plan struct {
 	// example a command in check mode); the task is reported as skipped.
 	Skip  string   `json:"skip,omitempty"`
 	Notes []string `json:"notes,omitempty"`
+	// Drift names each declared value the node does not load now, with
+	// the file that decides it: what a nightly check must say without -v.
+	Drift []string `json:"drift,omitempty"`
 	// Data is module-private state Apply needs beyond Files; it must
 	// survive JSON so a saved plan can be applied later.
 	Data json.RawMessage `json:"data,omitempty"`

@@ -83,9 +83,12 @@ func shownResult(tr *TaskResult) *TaskResult {
 	if tr.Plan != nil {
 		p := *tr.Plan
 		p.Skip = redact.Text(p.Skip)
-		p.Notes = nil
+		p.Notes, p.Drift = nil, nil
 		for _, n := range tr.Plan.Notes {
 			p.Notes = append(p.Notes, redact.Text(n))
+		}
+		for _, n := range tr.Plan.Drift {
+			p.Drift = append(p.Drift, redact.Text(n))
 		}
 		p.Evidence = nil
 		for _, e := range tr.Plan.Evidence {

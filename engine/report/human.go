@@ -89,6 +89,11 @@ func (h *Human) Result(tr *TaskResult) {
 		fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(sanitize(redact.Text(tr.Result.Output)), "\n", "\n    "))
 	}
 	b.WriteString("\n")
+	if tr.Plan != nil && (tr.Status == Changed || tr.Status == Failed) {
+		for _, d := range tr.Plan.Drift {
+			fmt.Fprintf(&b, "    drift: %s\n", sanitize(redact.Text(d)))
+		}
+	}
 	if tr.Plan != nil && h.Verbose {
 		for _, n := range tr.Plan.Notes {
 			fmt.Fprintf(&b, "    note: %s\n", sanitize(redact.Text(n)))

@@ -146,7 +146,7 @@ func displayed(p module.Plan, noLog bool) module.Plan {
 		for i := range cmds {
 			cmds[i] = "(command hidden: no_log)"
 		}
-		p.Commands, p.Notes, p.Evidence, p.Effective = cmds, nil, nil, nil
+		p.Commands, p.Notes, p.Drift, p.Evidence, p.Effective = cmds, nil, nil, nil, nil
 		return p
 	}
 	texts := func(in []string) []string {
@@ -156,7 +156,7 @@ func displayed(p module.Plan, noLog bool) module.Plan {
 		}
 		return out
 	}
-	p.Commands, p.Notes = texts(p.Commands), texts(p.Notes)
+	p.Commands, p.Notes, p.Drift = texts(p.Commands), texts(p.Notes), texts(p.Drift)
 	var ev []module.Evidence
 	for _, e := range p.Evidence {
 		e.Command, e.Output = redact.Values(e.Command), redact.Text(e.Output)

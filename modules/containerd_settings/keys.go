@@ -176,3 +176,14 @@ func (d keyDef) filePath(ver int) []string {
 	}
 	return append([]string{"plugins", ctrconf.CRIPlugin}, d.v2...)
 }
+
+// DumpKey is the Flatten key under which a containerd of major version
+// major prints the setting named by a logical key path, for readers of a
+// dump (tests, reports) that must not keep their own copy of the mapping.
+func DumpKey(logical string, major int) (string, error) {
+	d, err := lookup(logical)
+	if err != nil {
+		return "", err
+	}
+	return ctrconf.JoinKey(d.dumpPath(major)...), nil
+}

@@ -322,7 +322,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		if !ok {
 			have = "(not set)"
 		}
-		plan.Notes = append(plan.Notes, fmt.Sprintf("%s: not effective: declared %s, containerd %d.x loads %s, %s", s.Key, s.want(), major, have, d.why))
+		plan.Drift = append(plan.Drift, fmt.Sprintf("%s: not effective: declared %s, containerd %d.x loads %s, %s", s.Key, s.want(), major, have, d.why))
 		pending = append(pending, s)
 	}
 	if len(pending) == 0 {

@@ -166,7 +166,7 @@ func TestValueLostToALaterDropin(t *testing.T) {
 			n := newNode(t, g, incidentMain, map[string]string{"99-nvidia.toml": nvidiaCTKDropin})
 			a := n.args("cri.registry.config_path: /etc/containerd/certs.d\ncri.sandbox_image: registry.k8s.io/pause:3.9\n")
 			p := n.converge(a)
-			notes := strings.Join(p.Notes, "\n")
+			notes := strings.Join(append(p.Drift, p.Notes...), "\n")
 			if !strings.Contains(notes, "cri.registry.config_path: not effective") || !strings.Contains(notes, "cri.sandbox_image = \"registry.k8s.io/pause:3.9\": effective") {
 				t.Errorf("notes do not say which value is effective:\n%s", notes)
 			}
