@@ -26,8 +26,8 @@ expect() {
 	echo "(exit $got, as expected)"
 }
 
-step "What nuc1's containerd really loads (measured with its own binary; read-only)"
-expect 0 "$nc" explain "${common[@]}" -l nuc1
+step "What nuc1's containerd really loads, and which declared values are in effect (measured with its own binary; read-only)"
+expect 0 "$nc" explain "${common[@]}" -l nuc1 --playbook "$pb"
 
 step "Check mode: the plan, with file diffs and the effective-config diff (exit 2 = drift)"
 expect 2 "$nc" apply "${common[@]}" --check --diff "$pb"

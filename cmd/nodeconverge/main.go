@@ -159,7 +159,7 @@ func inventoryCmd() *cobra.Command {
 func explainCmd() *cobra.Command {
 	var o app.ExplainOptions
 	c := &cobra.Command{
-		Use:   "explain -i INVENTORY [-l HOSTS]",
+		Use:   "explain -i INVENTORY [-l HOSTS] [--playbook PLAYBOOK]",
 		Short: "Show, per host, which file owns each containerd setting and what is shadowed (measured, read-only)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -172,6 +172,7 @@ func explainCmd() *cobra.Command {
 	f.StringVar(&o.Containerd, "containerd", "containerd", "containerd binary on the nodes")
 	f.BoolVar(&o.JSON, "json", false, "print JSON")
 	f.BoolVar(&o.All, "all", false, "also list keys that are built-in defaults")
+	f.StringVar(&o.Playbook, "playbook", "", "also show each value the playbook's containerd_settings tasks declare: in effect or not, and which file decides it")
 	return c
 }
 

@@ -10,11 +10,13 @@ import (
 	"sync"
 
 	"nodeconverge/engine/inventory"
+	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/redact"
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/transport"
 	"nodeconverge/engine/transport/sshconn"
 	"nodeconverge/modules/containerd/ctrconf"
+	containerdsettings "nodeconverge/modules/containerd_settings"
 )
 
 // ExplainOptions are the flags of `nodeconverge explain`.
@@ -24,7 +26,10 @@ type ExplainOptions struct {
 	Containerd string
 	JSON       bool
 	All        bool
-	Stdout     io.Writer
+	// Playbook, when set, adds each value its containerd_settings tasks
+	// declare: in effect or not, and which file decides it.
+	Playbook string
+	Stdout   io.Writer
 }
 
 // HostExplanation is one host's answer, or why there is none.
@@ -32,6 +37,9 @@ type HostExplanation struct {
 	Host        string               `json:"host"`
 	Error       string               `json:"error,omitempty"`
 	Explanation *ctrconf.Explanation `json:"explanation,omitempty"`
+	// Declared are the playbook's declared values on this host (with
+	// --playbook).
+	Declared []containerdsettings.DeclaredValue `json:"declared,omitempty"`
 }
 
 // Explain measures, per host, which file owns what in containerd's
@@ -51,6 +59,10 @@ func Explain(ctx context.Context, o ExplainOptions) (int, error) {
 	if err != nil {
 		return report.ExitFailed, fmt.Errorf("--limit: %w", err)
 	}
+	declared, err := declaredSettings(inv, o.Playbook)
+	if err != nil {
+		return report.ExitFailed, err
+	}
 	if o.Forks <= 0 {
 		o.Forks = 20
 	}
@@ -65,6 +77,9 @@ func Explain(ctx context.Context, o ExplainOptions) (int, error) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			out[i] = explainHost(ctx, dial, h, o)
+			if out[i].Explanation != nil {
+				out[i].Declared = containerdsettings.Explain(out[i].Explanation, declared[h.Name])
+			}
 		}()
 	}
 	wg.Wait()
@@ -189,7 +204,57 @@ func writeExplanation(w io.Writer, he HostExplanation, all bool) {
 	for _, warn := range e.Warnings {
 		fmt.Fprintf(w, "  warning: %s\n", warn)
 	}
+	if len(he.Declared) > 0 {
+		fmt.Fprintf(w, "  declared values (playbook):\n")
+	}
+	for _, d := range he.Declared {
+		origin := d.DecidedBy
+		switch {
+		case d.DecidedBy == "" && d.ResetBy != "":
+			origin = "default (reset by " + d.ResetBy + ")"
+		case d.DecidedBy == "":
+			origin = "default"
+		}
+		if d.InEffect {
+			fmt.Fprintf(w, "    %s = %s: in effect  <- %s\n", d.Key, d.Declared, origin)
+		} else {
+			fmt.Fprintf(w, "    %s = %s: NOT in effect, the node loads %s  <- %s\n", d.Key, d.Declared, d.Effective, origin)
+		}
+	}
 	fmt.Fprintln(w)
+}
+
+// declaredSettings reads the values every containerd_settings task of a
+// playbook declares, per host its play targets. Values are taken as
+// written: a templated value is refused here (apply --check renders it).
+func declaredSettings(inv *inventory.Inventory, path string) (map[string]containerdsettings.Settings, error) {
+	out := map[string]containerdsettings.Settings{}
+	if path == "" {
+		return out, nil
+	}
+	pb, err := playbook.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, play := range pb {
+		hosts, err := inv.Select(play.Hosts)
+		if err != nil {
+			return nil, fmt.Errorf("%s: play %q: hosts: %w", path, play.Name, err)
+		}
+		for _, t := range play.Tasks {
+			if t.Module != "containerd_settings" {
+				continue
+			}
+			s, err := containerdsettings.ArgsOf(t.Args)
+			if err != nil {
+				return nil, fmt.Errorf("%s: task %q (explain reads declared values as written; use apply --check for templated ones): %w", t.Pos, t.Name, err)
+			}
+			for _, h := range hosts {
+				out[h.Name] = append(out[h.Name], s...)
+			}
+		}
+	}
+	return out, nil
 }
 
 func orAbsent(s string) string {

@@ -1,10 +1,14 @@
 package containerdsettings
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"nodeconverge/engine/transport"
 	"nodeconverge/lab/labtest"
+	"nodeconverge/modules/containerd/ctrconf"
 )
 
 // TestBuiltinRuntime: a declared option of the built-in runc, which no file
@@ -31,6 +35,44 @@ func TestBuiltinRuntime(t *testing.T) {
 			}
 			if p.Files[0].Path != a.Dropin || strings.Contains(after, "runtime_type") {
 				t.Errorf("2.x: want only the option in %s:\n%s", a.Dropin, after)
+			}
+		})
+	}
+}
+
+// TestExplainDeclared: `nodeconverge explain --playbook` places each
+// declared value in the measured explanation: the lost config_path is not
+// in effect (on 1.x put back to the default by the drop-in that replaced
+// the CRI table), the sandbox image is, decided by the last file that says it.
+func TestExplainDeclared(t *testing.T) {
+	for _, g := range generations {
+		t.Run(string(g), func(t *testing.T) {
+			n := newNode(t, g, strings.Replace(incidentMain, "    [plugins.\"io.containerd.grpc.v1.cri\".containerd]", "    [plugins.\"io.containerd.grpc.v1.cri\".registry]\n      config_path = \"/etc/containerd/certs.d\"\n    [plugins.\"io.containerd.grpc.v1.cri\".containerd]", 1),
+				map[string]string{"99-nvidia.toml": nvidiaCTKDropin})
+			a := n.args("cri.registry.config_path: /etc/containerd/certs.d\ncri.sandbox_image: registry.k8s.io/pause:3.9\ncri.runtimes.runc.options.SystemdCgroup: true\n")
+			ex, err := ctrconf.Explain(context.Background(), transport.ReadOnly(n.h), n.main, n.bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := Explain(ex, a.Settings)
+			dropin := filepath.Join(n.confd, "99-nvidia.toml")
+			if len(got) != 3 {
+				t.Fatalf("got %+v", got)
+			}
+			cp, sb, cg := got[0], got[1], got[2]
+			if g == labtest.Containerd16 {
+				if cp.InEffect || cp.Effective != `""` || cp.ResetBy != dropin {
+					t.Errorf("1.x config_path: %+v, want not in effect, reset by %s", cp, dropin)
+				}
+			} else if !cp.InEffect || cp.DecidedBy != n.main {
+				// 2.x merges per key: the drop-in does not take it away.
+				t.Errorf("2.x config_path: %+v, want in effect from %s", cp, n.main)
+			}
+			if !sb.InEffect || sb.DecidedBy != dropin {
+				t.Errorf("sandbox image: %+v, want in effect, decided by %s", sb, dropin)
+			}
+			if !cg.InEffect {
+				t.Errorf("runc SystemdCgroup: %+v, want in effect", cg)
 			}
 		})
 	}

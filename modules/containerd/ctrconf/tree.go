@@ -519,8 +519,12 @@ func binMajor(v string) int {
 // Major is the major version of the tree's containerd binary, 1 when the
 // binary did not say: the conservative answer for the merge rules (1.x
 // replaces a plugin's whole table).
-func (t *Tree) Major() int {
-	if m := binMajor(t.BinVersion); m > 0 {
+func (t *Tree) Major() int { return MajorOf(t.BinVersion) }
+
+// MajorOf is the major version in `containerd --version` output, 1 when it
+// does not say (see Tree.Major).
+func MajorOf(binVersion string) int {
+	if m := binMajor(binVersion); m > 0 {
 		return m
 	}
 	return 1
