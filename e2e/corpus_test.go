@@ -610,7 +610,7 @@ func regressions(before, after map[string]string, shadowed []lostKey, decl map[s
 		}
 		b, inB := before[k]
 		a, inA := after[k]
-		if inA == inB && a == b || sameDecoded(b, inB, a, inA) {
+		if inA == inB && a == b || sameDecoded(b, inB, a, inA) || ctrconf.FilledByCRI(k, b, a) {
 			continue
 		}
 		if w, ok := restore[k]; ok && inA && unquote(w) == unquote(a) {

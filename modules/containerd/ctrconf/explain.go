@@ -317,7 +317,12 @@ func lostKeys(t *Tree, hist []map[string]string, origin map[string]KeyOrigin, ma
 					ekey, ev, ok = k2, final[k2], true
 				}
 			}
-			if ok && (ev == w || arrayContains(ev, w) || sameDecoded(ev, w)) {
+			if ok && (ev == w || arrayContains(ev, w) || sameDecoded(ev, w) || FilledByCRI(ekey, ev, w)) {
+				continue
+			}
+			if w == "{}" {
+				// An empty table sets no value (what is left of a
+				// runtimes table once its runtimes moved elsewhere).
 				continue
 			}
 			if !ok && zeroText(w) && optionsKey(key) {
@@ -411,6 +416,22 @@ func splitArray(s string) []string {
 func optionsKey(key string) bool {
 	segs := SplitKey(key)
 	return len(segs) >= 3 && segs[len(segs)-2] == "options" && slices.Contains(segs, "runtimes")
+}
+
+// FilledByCRI reports whether two texts of a dump key are the same setting
+// once the CRI plugin has validated its config: `config dump` prints what the
+// files say, and the CRI plugin then fills some empty fields (containerd 1.7
+// and 2.x ValidatePluginConfig: a runtime's empty sandbox_mode, 2.x's
+// sandboxer, is "podsandbox"). Without this, a run that moves a runtime's
+// table between files shows `podsandbox -> ""` as a changed setting.
+func FilledByCRI(key, a, b string) bool {
+	segs := SplitKey(key)
+	n := len(segs)
+	if n < 3 || segs[n-3] != "runtimes" || segs[n-1] != "sandbox_mode" && segs[n-1] != "sandboxer" {
+		return false
+	}
+	podsandbox := func(v string) bool { v = strings.Trim(v, `"'`); return v == "" || v == "podsandbox" }
+	return podsandbox(a) && podsandbox(b)
 }
 
 // sameDecoded reports whether the written value text decodes to the

@@ -110,3 +110,51 @@ func TestMigratedKey(t *testing.T) {
 		}
 	}
 }
+
+// TestNotLostOnceValidated: two things a 1.x run leaves that `config dump`
+// shows differently but the CRI plugin loads the same (measured on the
+// corpus with 1.7): a runtime whose table moved to a file that does not say
+// sandbox_mode (the dump prints "", the CRI plugin's validation makes it
+// "podsandbox"), and the empty runtimes table left in a file whose runtimes
+// moved out. Neither is a value written and not in effect.
+func TestNotLostOnceValidated(t *testing.T) {
+	bin := labtest.Containerd(t, labtest.Containerd17)
+	root := t.TempDir()
+	confd := filepath.Join(root, "conf.d")
+	mainPath := filepath.Join(root, "config.toml")
+	write(t, mainPath, `version = 2
+imports = ["`+confd+`/*.toml"]
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes]
+`)
+	write(t, filepath.Join(confd, "10-runc.toml"), `version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+  sandbox_mode = "podsandbox"
+`)
+	write(t, filepath.Join(confd, "99-nvidia.toml"), `version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+`)
+	x, err := Explain(context.Background(), newLocal(), mainPath, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range x.Lost {
+		if strings.HasSuffix(l.Key, ".sandbox_mode") || strings.HasSuffix(l.Key, ".runtimes") {
+			t.Errorf("lost: %+v", l)
+		}
+	}
+	for _, c := range []struct {
+		key, a, b string
+		want      bool
+	}{
+		{`plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.sandbox_mode`, `""`, `"podsandbox"`, true},
+		{`plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia.sandboxer`, `'podsandbox'`, `""`, true},
+		{`plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.sandbox_mode`, `""`, `"shim"`, false},
+		{`plugins."io.containerd.grpc.v1.cri".sandbox_mode`, `""`, `"podsandbox"`, false},
+	} {
+		if got := FilledByCRI(c.key, c.a, c.b); got != c.want {
+			t.Errorf("FilledByCRI(%s, %s, %s) = %v", c.key, c.a, c.b, got)
+		}
+	}
+}
