@@ -152,11 +152,16 @@ func losingFiles(before, after map[string]string) map[string][]string {
 }
 
 // runNvidiaCTK runs NVIDIA's nvidia-ctk in the node's mount namespace, as the install guide says,
-// then restarts containerd (the guide's next step) so the daemon runs what the tool wrote.
+// then restarts containerd (the guide's next step) so the daemon runs what the tool wrote, and logs
+// whether the CRI plugin loaded. That is not a precondition: on a fresh 1.6 node the tool's drop-in,
+// whose runtimes table holds only nvidia, replaces the CRI table, so runc (the default runtime) is
+// gone and the CRI plugin fails to load (docs/nvidia-ctk.md); converging must recover from that too.
 func runNvidiaCTK(t *testing.T, l *labtest.Lab, node string) {
 	t.Helper()
 	l.Exec(t, node, append([]string{labtest.NvidiaCTK(t)}, nvidiaCTKConfigure...)...)
 	l.Exec(t, node, "systemctl", "restart", "containerd")
+	plugins, err := l.TryExec(node, "ctr", "plugins", "ls")
+	t.Logf("after nvidia-ctk and a restart, CRI plugin ok: %v (ctr error: %v)", criOK.MatchString(plugins), err)
 }
 
 // wantCRIUp fails unless the node's containerd is active with its CRI plugin ok.
@@ -251,11 +256,6 @@ func TestNvidiaCTK(t *testing.T) {
 				l := labtest.Start(t, labtest.Options{Names: []string{"nuc1"}, Scenario: "clean", ContainerdBin: labtest.Containerd(t, g.gen)})
 				node, pb := "nuc1", shippedPlaybook()
 				runNvidiaCTK(t, l, node)
-				// Not a precondition: on 1.6 the tool's drop-in, whose runtimes table holds only
-				// nvidia, replaces the CRI table, so runc (the default runtime) is gone and the CRI
-				// plugin fails to load (docs/nvidia-ctk.md). Converging must recover from that too.
-				plugins, err := l.TryExec(node, "ctr", "plugins", "ls")
-				t.Logf("after nvidia-ctk, CRI plugin ok: %v (ctr: %v)", criOK.MatchString(plugins), err)
 				if _, err := os.Stat(l.NodePath(node, "/etc/containerd/conf.d/99-nvidia.toml")); err != nil {
 					t.Fatalf("nvidia-ctk did not write its drop-in: %v", err)
 				}
