@@ -9,8 +9,9 @@ N       ?= 4
 SCENARIO ?= incident
 CONTAINERD2 := bin/containerd2
 CONTAINERD17 := bin/containerd17
+NVIDIA_CTK := bin/nvidia-ctk
 
-.PHONY: deps build test vet fmt-check lab-up lab-down demo containerd2 containerd17 corpus faults bench clean
+.PHONY: deps build test vet fmt-check lab-up lab-down demo containerd2 containerd17 nvidia-ctk corpus faults bench clean
 
 # Installs (apt) what the demo, the tests and the bench need; does nothing when
 # all of it is present. Every entry point below calls it first.
@@ -28,8 +29,9 @@ vet:
 	$(GO) vet ./...
 
 # The end-to-end tests start real sshd and containerd lab nodes; they need root.
-test: deps fmt-check vet containerd2 containerd17
+test: deps fmt-check vet containerd2 containerd17 nvidia-ctk
 	NODECONVERGE_CONTAINERD2=$(abspath $(CONTAINERD2)) NODECONVERGE_CONTAINERD17=$(abspath $(CONTAINERD17)) \
+	NODECONVERGE_NVIDIA_CTK=$(abspath $(NVIDIA_CTK)) \
 		$(GO) test -race -count=1 -timeout 40m -skip '^TestCorpusMatrix$$' ./...
 
 containerd2:
@@ -38,6 +40,12 @@ containerd2:
 # containerd 1.7 (Ubuntu 24.04's line), built from its Go module like 2.x.
 containerd17:
 	lab/containerd17/build.sh $(CONTAINERD17)
+
+# NVIDIA's nvidia-ctk, built from the toolkit's Go module (lab/nvidia-ctk pins the version): the e2e
+# tests run its `runtime configure` on lab nodes to check that nodeconverge catches what it undoes.
+# Phony like containerd2: build.sh keeps the binary while it is newer than its go.mod.
+nvidia-ctk:
+	lab/nvidia-ctk/build.sh $(NVIDIA_CTK)
 
 # The corpus matrix (kept out of `make test`: about 15-20 min per containerd generation on a loaded
 # 2-core machine, 57 min for all three): every public config in e2e/testdata/corpus x {alone, the incident's drop-ins,

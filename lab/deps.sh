@@ -9,7 +9,7 @@
 #   util-linux iproute2 procps     unshare/nsenter (node namespaces), ss (sshd readiness), sysctl/ps
 #   sudo                           become tests (sshconn TestBecome)
 #   ansible-core                   `ansible-inventory` (inventory parity tests), `ansible-playbook` (bench peer)
-#   gcc libc6-dev                  cgo, which `go test -race` needs
+#   gcc libc6-dev                  cgo, which `go test -race` and the nvidia-ctk build (lab/nvidia-ctk) need
 #   git make ca-certificates       the build itself
 set -euo pipefail
 
