@@ -77,3 +77,30 @@ func TestExplainDeclared(t *testing.T) {
 		})
 	}
 }
+
+// TestRuntimeTakenAway: nvidia-ctk's drop-in on containerd 1.x holds a
+// runtimes table with only nvidia, so the default runtime runc is gone and
+// the CRI plugin will not load. Declaring runc brings it back, in the file
+// that owns the CRI table; the fields the new runtime prints at their zero
+// value are not undeclared changes.
+func TestRuntimeTakenAway(t *testing.T) {
+	ctk := strings.Replace(nvidiaCTKDropin, `    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = true
+`, "", 1)
+	if ctk == nvidiaCTKDropin {
+		t.Fatal("anchor for runc not found")
+	}
+	n := newNode(t, labtest.Containerd16, incidentMain, map[string]string{"99-nvidia.toml": ctk})
+	a := n.args("cri.runtimes.runc.runtime_type: io.containerd.runc.v2\ncri.runtimes.runc.options.SystemdCgroup: true\n")
+	p := n.converge(a)
+	dropin := filepath.Join(n.confd, "99-nvidia.toml")
+	if len(p.Files) != 1 || p.Files[0].Path != dropin {
+		t.Fatalf("plan writes %v, want %s", p.Files, dropin)
+	}
+	dump := n.dump()
+	if !strings.Contains(dump, `[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]`) || !strings.Contains(dump, `BinaryName = "/usr/bin/nvidia-container-runtime"`) {
+		t.Errorf("dump lacks runc, or lost nvidia:\n%s", dump)
+	}
+}

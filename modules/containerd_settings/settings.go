@@ -215,6 +215,22 @@ func (s Setting) owns(key string, major int) bool {
 	return len(segs) == n && slices.Equal(segs[:n-1], ownSegs[:n-1]) && strings.EqualFold(segs[n-1], ownSegs[n-1])
 }
 
+// bringsZero reports whether a change is a field of a runtime the setting
+// defines appearing (or going) at its zero value: a runtime that was not
+// configured at all (nvidia-ctk left only its own) is decoded into a struct
+// when a file declares it, and the dump then prints every field of it.
+func (s Setting) bringsZero(c module.EffectiveChange, major int) bool {
+	if s.def.runtime == "" || c.Before != "" && c.After != "" {
+		return false
+	}
+	rt := ctrconf.JoinKey(append(s.def.dumpPath(major)[:2], "containerd", "runtimes", s.def.runtime)...)
+	if !strings.HasPrefix(c.Key, rt+".") {
+		return false
+	}
+	v := c.Before + c.After
+	return v == `""` || v == "false" || v == "0" || v == "[]" || v == "{}"
+}
+
 // decider is the file whose text decides a setting's effective value, as
 // the load order and the daemon's merge rule say, with the reason.
 type decider struct {
@@ -567,7 +583,7 @@ func verify(t *ctrconf.Tree, pending, all []Setting, base, eff *ctrconf.Effectiv
 	diff := ctrconf.Diff(base, eff)
 	var other []string
 	for _, c := range diff {
-		if !slices.ContainsFunc(all, func(s Setting) bool { return s.owns(c.Key, major) }) {
+		if !slices.ContainsFunc(all, func(s Setting) bool { return s.owns(c.Key, major) || s.bringsZero(c, major) }) {
 			other = append(other, fmt.Sprintf("%s: %q -> %q", c.Key, c.Before, c.After))
 		}
 	}
