@@ -46,18 +46,24 @@ func shadowsOf(t *Tree, base *Effective, ablated []*Effective) []Shadow {
 		return nil
 	}
 	b := base.flat()
+	major := binMajor(t.BinVersion)
 	var out []Shadow
 	for i, f := range t.Files[1:] {
 		a := ablated[i]
 		if !a.OK {
 			continue
 		}
+		// What the file writes, named as this daemon's dump names it: on
+		// 2.x a version 2 (or unversioned) drop-in's registry config_path
+		// is the images plugin's, and overriding an earlier file's value
+		// with its own is not hiding it.
+		own := f.effectiveKeys(major)
 		byPlugin := map[string][]module.EffectiveChange{}
 		for k, av := range a.flat() {
 			if bv, ok := b[k]; ok && bv == av {
 				continue
 			}
-			if _, own := f.keys[k]; own || k == "imports" {
+			if _, writes := own[k]; writes || k == "imports" {
 				// imports lists the files loaded: that it changes when a
 				// file is left out is the experiment, not a finding.
 				continue

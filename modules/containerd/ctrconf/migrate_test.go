@@ -158,3 +158,33 @@ imports = ["`+confd+`/*.toml"]
 		}
 	}
 }
+
+// TestOverrideUnderMigratedNameIsNoShadow (found with nvidia-ctk on 2.x): a
+// drop-in that writes registry.config_path = "" (nvidia-ctk copies the CRI
+// table whole) and a later unversioned drop-in that writes the lab's
+// config_path. Leaving the later one out brings "" back, but it writes the
+// key itself (under the name 2.x migrates it to): an override, not a shadow.
+func TestOverrideUnderMigratedNameIsNoShadow(t *testing.T) {
+	bin := labtest.Containerd(t, labtest.Containerd2)
+	root := t.TempDir()
+	confd := filepath.Join(root, "conf.d")
+	mainPath := filepath.Join(root, "config.toml")
+	write(t, mainPath, "version = 2\nimports = [\""+confd+"/*.toml\"]\n")
+	write(t, filepath.Join(confd, "99-nvidia.toml"), "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"\"\n")
+	write(t, filepath.Join(confd, "zz-labhub-registry.toml"), "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/containerd/certs.d\"\n")
+	h := newLocal()
+	tree, err := Gather(context.Background(), h, mainPath, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, shadows, err := Ablate(context.Background(), h, tree, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := base.Get(`plugins."io.containerd.cri.v1.images".registry.config_path`); v != `"/etc/containerd/certs.d"` {
+		t.Fatalf("effective config_path = %s", v)
+	}
+	for _, s := range shadows {
+		t.Errorf("%s reported as shadowing %v", s.File, s.Restored)
+	}
+}
