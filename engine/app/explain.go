@@ -189,14 +189,7 @@ func writeExplanation(w io.Writer, he HostExplanation, all bool) {
 				continue
 			}
 		}
-		origin := k.File
-		switch {
-		case k.File == "" && k.ResetBy != "":
-			origin = "default (reset by " + k.ResetBy + ")"
-		case k.File == "":
-			origin = "default"
-		}
-		fmt.Fprintf(w, "    %s = %s  <- %s\n", k.Key, k.Value, origin)
+		fmt.Fprintf(w, "    %s = %s  <- %s\n", k.Key, k.Value, origin(k.File, k.ResetBy))
 	}
 	if !all {
 		fmt.Fprintf(w, "  (%d more keys are built-in defaults; --all lists them)\n", defaults)
@@ -208,17 +201,10 @@ func writeExplanation(w io.Writer, he HostExplanation, all bool) {
 		fmt.Fprintf(w, "  declared values (playbook):\n")
 	}
 	for _, d := range he.Declared {
-		origin := d.DecidedBy
-		switch {
-		case d.DecidedBy == "" && d.ResetBy != "":
-			origin = "default (reset by " + d.ResetBy + ")"
-		case d.DecidedBy == "":
-			origin = "default"
-		}
 		if d.InEffect {
-			fmt.Fprintf(w, "    %s = %s: in effect  <- %s\n", d.Key, d.Declared, origin)
+			fmt.Fprintf(w, "    %s = %s: in effect  <- %s\n", d.Key, d.Declared, origin(d.DecidedBy, d.ResetBy))
 		} else {
-			fmt.Fprintf(w, "    %s = %s: NOT in effect, the node loads %s  <- %s\n", d.Key, d.Declared, d.Effective, origin)
+			fmt.Fprintf(w, "    %s = %s: NOT in effect, the node loads %s  <- %s\n", d.Key, d.Declared, d.Effective, origin(d.DecidedBy, d.ResetBy))
 		}
 	}
 	fmt.Fprintln(w)
@@ -255,6 +241,18 @@ func declaredSettings(inv *inventory.Inventory, path string) (map[string]contain
 		}
 	}
 	return out, nil
+}
+
+// origin names where an effective value comes from: the file that wrote
+// it, or containerd's default and the file that put the default back.
+func origin(file, resetBy string) string {
+	switch {
+	case file != "":
+		return file
+	case resetBy != "":
+		return "default (reset by " + resetBy + ")"
+	}
+	return "default"
 }
 
 func orAbsent(s string) string {

@@ -220,3 +220,28 @@ func Names() []string {
 	sort.Strings(out)
 	return out
 }
+
+// ApplyFiles performs a plan's file changes in one atomic transport step,
+// every old file kept in the run's backup so a later failure can roll the
+// host back; an existing file keeps its owner and mode unless the change
+// names them. It is the whole Apply of a module whose plan is files only.
+func ApplyFiles(ctx context.Context, h transport.Writer, p *Plan) (*Result, error) {
+	if len(p.Files) == 0 {
+		return nil, fmt.Errorf("plan has no file to write")
+	}
+	ops := make([]transport.Op, 0, len(p.Files))
+	for _, fc := range p.Files {
+		switch fc.Action {
+		case Delete:
+			ops = append(ops, transport.Op{Kind: transport.OpRemove, Path: fc.Path, Backup: true})
+		case Move:
+			ops = append(ops, transport.Op{Kind: transport.OpMove, From: fc.From, Path: fc.Path, Backup: true})
+		default:
+			ops = append(ops, transport.Op{Kind: transport.OpWrite, Path: fc.Path, Content: fc.After, Mode: fc.Mode, Owner: fc.Owner, Group: fc.Group, Backup: true})
+		}
+	}
+	if _, err := h.Apply(ctx, ops); err != nil {
+		return nil, fmt.Errorf("write %s: %w", p.Files[0].Path, err)
+	}
+	return &Result{Changed: true, Files: p.Files}, nil
+}

@@ -414,17 +414,5 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 // Apply writes (or removes) the file with a backup, so a failed run restores
 // it. containerd reads hosts.toml at every pull: no restart is owed.
 func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*module.Result, error) {
-	var ops []transport.Op
-	for _, fc := range p.Files {
-		switch fc.Action {
-		case module.Delete:
-			ops = append(ops, transport.Op{Kind: transport.OpRemove, Path: fc.Path, Backup: true})
-		default:
-			ops = append(ops, transport.Op{Kind: transport.OpWrite, Path: fc.Path, Content: fc.After, Mode: fc.Mode, Backup: true})
-		}
-	}
-	if _, err := h.Apply(ctx, ops); err != nil {
-		return nil, err
-	}
-	return &module.Result{Changed: len(ops) > 0, Files: p.Files}, nil
+	return module.ApplyFiles(ctx, h, p)
 }

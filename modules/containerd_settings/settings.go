@@ -622,15 +622,9 @@ func evidence(what string, t *ctrconf.Tree, e *ctrconf.Effective) module.Evidenc
 // Apply writes the planned files atomically, the old ones kept in the run's
 // backup; owner and mode of an existing file are kept.
 func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*module.Result, error) {
-	if len(p.Files) == 0 {
-		return nil, errors.New("containerd_settings: plan has no file to write")
+	r, err := module.ApplyFiles(ctx, h, p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", "containerd_settings", err)
 	}
-	ops := make([]transport.Op, len(p.Files))
-	for i, fc := range p.Files {
-		ops[i] = transport.Op{Kind: transport.OpWrite, Path: fc.Path, Content: fc.After, Mode: fc.Mode, Backup: true}
-	}
-	if _, err := h.Apply(ctx, ops); err != nil {
-		return nil, fmt.Errorf("write %s: %w", p.Files[0].Path, err)
-	}
-	return &module.Result{Changed: true, Files: p.Files}, nil
+	return r, nil
 }

@@ -211,7 +211,7 @@ func TestLaterDropinOverrides(t *testing.T) {
 			a := n.args("cri.registry.config_path: /etc/containerd/certs.d\n")
 			zz := filepath.Join(n.confd, "zz-registry.toml")
 			p := n.converge(a)
-			if !strings.Contains(strings.Join(p.Notes, "\n"), "set by "+zz) || len(p.Files) != 1 || p.Files[0].Path != zz {
+			if !strings.Contains(strings.Join(p.Drift, "\n"), "set by "+zz) || len(p.Files) != 1 || p.Files[0].Path != zz {
 				t.Fatalf("plan %v notes:\n%s", p.Files, strings.Join(p.Notes, "\n"))
 			}
 			if got := n.read(zz); got != strings.Replace(other, "other.d", "certs.d", 1) {
