@@ -520,6 +520,16 @@ func orDefault(v string, ok bool) string {
 	return v
 }
 
+// orEmpty shows a value a dump prints as nothing (an absent key) as "".
+func orEmpty(v string) string {
+	if v == "" {
+		return `""`
+	}
+	return v
+}
+
+// summary names the values a change brings back, the zero-valued fields of
+// restored tables left out unless nothing else comes back.
 func summary(cs []module.EffectiveChange) string {
 	if len(cs) == 0 {
 		return "nothing"
@@ -532,6 +542,13 @@ func summary(cs []module.EffectiveChange) string {
 			continue
 		}
 		keys = append(keys, c.Key+" = "+c.After)
+	}
+	if len(keys) == 0 {
+		// Only zero values come back (a config_path of ""): name them
+		// rather than an empty list.
+		for _, c := range cs {
+			keys = append(keys, c.Key+" = "+orEmpty(c.After))
+		}
 	}
 	hidden := len(cs) - len(keys)
 	if len(keys) > 6 {

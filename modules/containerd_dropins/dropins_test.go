@@ -335,3 +335,17 @@ func TestZeroOptionsDroppedAreInEffect(t *testing.T) {
 		t.Fatalf("moves = %q, want zz-labhub-registry.toml", got)
 	}
 }
+
+// TestSummaryNamesZeroValues: a note about values a move brings back names
+// them even when every one is a zero value (config_path = ""), instead of an
+// empty list and "(and 1 more)".
+func TestSummaryNamesZeroValues(t *testing.T) {
+	cs := []module.EffectiveChange{{Key: `plugins."io.containerd.cri.v1.images".registry.config_path`, Before: `"/etc/containerd/certs.d"`, After: `""`}}
+	if got := summary(cs); !strings.Contains(got, "registry.config_path = \"\"") || strings.Contains(got, "more") {
+		t.Errorf("summary = %q", got)
+	}
+	cs = append(cs, module.EffectiveChange{Key: "k", After: `"v"`})
+	if got := summary(cs); got != `k = "v" (and 1 more)` {
+		t.Errorf("summary = %q", got)
+	}
+}
