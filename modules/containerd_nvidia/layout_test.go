@@ -67,3 +67,46 @@ func TestVersion2FileWith2xNames(t *testing.T) {
 		}
 	}
 }
+
+// TestVersion1File (issue 10 matrix, nvidia-toolkit-test-config-v1 on 1.6
+// and 1.7, refused before): an unversioned config that names the CRI plugin
+// `cri`. Runtimes rendered under io.containerd.grpc.v1.cri collided with
+// the file's own `cri` table, which containerd migrates to that id, and were
+// never effective; rendered under `cri` they are, on 1.x and 2.x alike.
+func TestVersion1File(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(labtest.RepoRoot(), "e2e", "testdata", "corpus", "nvidia-toolkit-test-config-v1", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []labtest.Generation{labtest.Containerd16, labtest.Containerd2} {
+		t.Run(string(g), func(t *testing.T) {
+			bin := labtest.Containerd(t, g)
+			dir := t.TempDir()
+			tk := toolkitDir(t, dir)
+			main := filepath.Join(dir, "config.toml")
+			if err := os.WriteFile(main, src, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			plan, err := checkAuto(t, main, tk, "present", bin)
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			if len(plan.Files) != 1 || !strings.Contains(string(plan.Files[0].After), "[plugins.cri.containerd.runtimes.nvidia]") {
+				t.Fatalf("plan: %+v", plan.Files)
+			}
+			if err := os.WriteFile(main, plan.Files[0].After, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dump, err := runDump(bin, main)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(dump, filepath.Join(tk, "nvidia-container-runtime.cdi")) {
+				t.Errorf("dump lacks nvidia-cdi:\n%s", dump)
+			}
+			if again, err := checkAuto(t, main, tk, "present", bin); err != nil || len(again.Files) > 0 {
+				t.Errorf("rerun: %v %+v", err, again)
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -427,6 +428,13 @@ func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effec
 	v3Named := f != nil && fileVer < 3 && slices.Contains(f.Plugins, ctrconf.CRIRuntimePlugin)
 	var layouts []int
 	switch {
+	case fileVer <= 1 && shortCRI.Match(e.live.Content):
+		// An unversioned file that names the CRI plugin `cri` (containerd
+		// 1.0-1.2's layout, nvidia-container-toolkit's v1 test config):
+		// every containerd migrates `cri` to the long id, so runtimes
+		// rendered under the long id would collide with the file's own
+		// table. They are rendered under `cri`.
+		layouts = []int{1}
 	case a.State != "present":
 		// Nothing is rendered: one candidate, the file's own layout.
 		layouts = []int{max(2, min(fileVer, 3))}
@@ -460,11 +468,13 @@ func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effec
 	for i, r := range a.Runtimes {
 		rts[i] = nvidiatoml.Runtime{Name: r.Name, RuntimeType: rtype, BinaryName: r.BinaryName, Options: opts}
 	}
-	if a.State == "present" && major < 2 && !mentionsCRI(tree) && !slices.ContainsFunc(a.Runtimes, func(r Runtime) bool { return r.Name == "runc" }) {
-		// containerd 1.x: the first file to mention the CRI plugin brings a
-		// runtimes table that replaces the built-in one, and the built-in
-		// runc (the default runtime) would be gone. Render it as it is
-		// effective, so only the requested runtimes change.
+	if a.State == "present" && major < 2 && !writesRuntimes(tree, e.path) && !slices.ContainsFunc(a.Runtimes, func(r Runtime) bool { return r.Name == "runc" }) {
+		// containerd 1.x: a runtimes table in a file that had none (no file
+		// mentioned the CRI plugin, or the one that owns it configures no
+		// runtime: a version 1 file with only default_runtime) replaces
+		// the built-in one, and the built-in runc (the default runtime)
+		// would be gone. Render it as it is effective, so only the
+		// requested runtimes change.
 		if runc, ok := runtimesOf(base, major)["runc"]; ok {
 			// Every option as effective, zeros included: the built-in
 			// runc carries a full options table, and an absent one would
@@ -484,7 +494,7 @@ func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effec
 		if err != nil {
 			return fmt.Errorf("rebuild %s: %w", e.path, err)
 		}
-		if a.State == "present" && fileVer != 0 && min(fileVer, 3) != l && !(v3Named && l == 3) {
+		if a.State == "present" && fileVer != 0 && l != 1 && min(fileVer, 3) != l && !(v3Named && l == 3) {
 			cand = nvidiatoml.SetVersion(cand, l)
 		}
 		e.cands = append(e.cands, cand)
@@ -492,6 +502,9 @@ func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effec
 	}
 	return nil
 }
+
+// shortCRI finds a table of the CRI plugin under its version 1 name.
+var shortCRI = regexp.MustCompile(`(?m)^[ \t]*\[\s*plugins\s*\.\s*("cri"|'cri'|cri)\s*[.\]]`)
 
 // choosePath decides where the runtimes take effect, from what the tree
 // measures (issue 10, defect 5). containerd 1.x takes the whole CRI table
@@ -538,11 +551,16 @@ func choosePath(tree *ctrconf.Tree, major int, managed func(string) bool) (strin
 	return tree.Main, fmt.Sprintf("runtimes go into %s: no import of it loads %s", tree.Main, dropin)
 }
 
-// mentionsCRI reports whether any loaded file mentions the CRI plugin of
-// containerd 1.x.
-func mentionsCRI(tree *ctrconf.Tree) bool {
-	for _, f := range tree.Files {
-		if !f.Missing && slices.Contains(f.Plugins, ctrconf.CRIPlugin) {
+// writesRuntimes reports whether the file at path configures any CRI
+// runtime (containerd 1.x names, a version 1 file's `cri` migrated).
+func writesRuntimes(tree *ctrconf.Tree, path string) bool {
+	f := tree.File(path)
+	if f == nil {
+		return false
+	}
+	prefix := ctrconf.JoinKey("plugins", ctrconf.CRIPlugin, "containerd", "runtimes")
+	for _, k := range f.Writes() {
+		if k == prefix || strings.HasPrefix(k, prefix+".") {
 			return true
 		}
 	}

@@ -55,7 +55,9 @@ type Runtime struct {
 
 // Layout selects the containerd config version the runtimes are written for.
 type Layout struct {
-	// Version is the containerd config version: 2 (containerd 1.x) or 3 (2.x).
+	// Version is the containerd config version: 2 (containerd 1.x) or 3
+	// (2.x); 1 is the unversioned layout of containerd 1.0-1.2 that names
+	// the CRI plugin `cri` (every containerd still reads it).
 	Version int
 }
 
@@ -74,6 +76,8 @@ func knownPlugin(id string) bool {
 // plugin returns the CRI plugin ID holding runtimes in l, "" if l is invalid.
 func (l Layout) plugin() string {
 	switch l.Version {
+	case 1:
+		return pluginV1
 	case 2:
 		return pluginV2
 	case 3:
@@ -82,7 +86,8 @@ func (l Layout) plugin() string {
 	return ""
 }
 
-// RuntimesPrefix returns the table prefix holding runtimes: for version 2
+// RuntimesPrefix returns the table prefix holding runtimes: for version 1
+// `plugins.cri.containerd.runtimes`, for version 2
 // `plugins."io.containerd.grpc.v1.cri".containerd.runtimes`, for version 3
 // `plugins."io.containerd.cri.v1.runtime".containerd.runtimes`, and "" for
 // any other version.

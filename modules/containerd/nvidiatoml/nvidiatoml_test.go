@@ -101,7 +101,7 @@ func TestRebuildRefuses(t *testing.T) {
 		{"inline plugin", "plugins = { cri = 1 }\n", Layout{2}, nv, false, false, "line 1"},
 		{"array of runtimes tables", "[[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes]]\n", Layout{2}, nv, false, true, "array of tables"},
 		{"open value at the end", "x = \"\"\"\nabc\n", Layout{2}, nv, false, true, "not terminated"},
-		{"bad version", "", Layout{1}, nv, false, true, "want 2 or 3"},
+		{"bad version", "", Layout{4}, nv, false, true, "want 1, 2 or 3"},
 		{"no runtimes", "", Layout{2}, nil, false, true, "no runtimes"},
 		{"default of absent", "", Layout{2}, nv, true, false, "default runtime"},
 		{"duplicate names", "", Layout{2}, append(nv, nv...), false, true, "listed twice"},

@@ -80,7 +80,7 @@ func Rebuild(src []byte, l Layout, rts []Runtime, setDefault bool, present bool)
 	target := l.plugin()
 	switch {
 	case target == "":
-		return nil, fmt.Errorf("containerd config version %d: want 2 or 3", l.Version)
+		return nil, fmt.Errorf("containerd config version %d: want 1, 2 or 3", l.Version)
 	case len(rts) == 0:
 		return nil, errors.New("no runtimes given")
 	case setDefault && !present:
