@@ -26,7 +26,8 @@ func TestRuntimesPrefix(t *testing.T) {
 	for v, want := range map[int]string{
 		2: `plugins."io.containerd.grpc.v1.cri".containerd.runtimes`,
 		3: `plugins."io.containerd.cri.v1.runtime".containerd.runtimes`,
-		1: "",
+		1: `plugins.cri.containerd.runtimes`,
+		4: "",
 	} {
 		if got := (Layout{Version: v}).RuntimesPrefix(); got != want {
 			t.Errorf("version %d: %q, want %q", v, got, want)
