@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -428,7 +427,7 @@ func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effec
 	v3Named := f != nil && fileVer < 3 && slices.Contains(f.Plugins, ctrconf.CRIRuntimePlugin)
 	var layouts []int
 	switch {
-	case fileVer <= 1 && shortCRI.Match(e.live.Content):
+	case fileVer <= 1 && nvidiatoml.UsesV1CRIName(e.live.Content):
 		// An unversioned file that names the CRI plugin `cri` (containerd
 		// 1.0-1.2's layout, nvidia-container-toolkit's v1 test config):
 		// every containerd migrates `cri` to the long id, so runtimes
@@ -502,9 +501,6 @@ func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effec
 	}
 	return nil
 }
-
-// shortCRI finds a table of the CRI plugin under its version 1 name.
-var shortCRI = regexp.MustCompile(`(?m)^[ \t]*\[\s*plugins\s*\.\s*("cri"|'cri'|cri)\s*[.\]]`)
 
 // choosePath decides where the runtimes take effect, from what the tree
 // measures (issue 10, defect 5). containerd 1.x takes the whole CRI table

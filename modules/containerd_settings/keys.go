@@ -169,10 +169,14 @@ func (d keyDef) dumpPath(major int) []string {
 	return append([]string{"plugins", ctrconf.CRIPlugin}, d.v2...)
 }
 
-// filePath is the key's path as a file of config version ver spells it.
+// filePath is the key's path as a file of config version ver spells it;
+// version 1 is an unversioned file that names the CRI plugin `cri`.
 func (d keyDef) filePath(ver int) []string {
-	if ver >= 3 {
+	switch {
+	case ver >= 3:
 		return append([]string{"plugins", d.v3Plugin}, d.v3...)
+	case ver == 1:
+		return append([]string{"plugins", "cri"}, d.v2...)
 	}
 	return append([]string{"plugins", ctrconf.CRIPlugin}, d.v2...)
 }

@@ -2,6 +2,7 @@ package containerdsettings
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -102,5 +103,29 @@ func TestRuntimeTakenAway(t *testing.T) {
 	dump := n.dump()
 	if !strings.Contains(dump, `[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]`) || !strings.Contains(dump, `BinaryName = "/usr/bin/nvidia-container-runtime"`) {
 		t.Errorf("dump lacks runc, or lost nvidia:\n%s", dump)
+	}
+}
+
+// TestVersion1File: an unversioned config that names the CRI plugin `cri`
+// (nvidia-container-toolkit's v1 test config). A key written under the long
+// id collides with the file's `cri` table, which containerd migrates to that
+// id, and never takes effect; written under `cri` it does, on 1.x and 2.x.
+func TestVersion1File(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(labtest.RepoRoot(), "e2e", "testdata", "corpus", "nvidia-toolkit-test-config-v1", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range generations {
+		t.Run(string(g), func(t *testing.T) {
+			n := newNode(t, g, string(src), nil)
+			a := n.args("cri.sandbox_image: registry.k8s.io/pause:3.9\ncri.runtimes.runc.options.SystemdCgroup: true\n")
+			p := n.converge(a)
+			if after := string(p.Files[0].After); !strings.Contains(after, "[plugins.cri.containerd.runtimes.runc.options]") && !strings.Contains(after, "sandbox_image = \"registry.k8s.io/pause:3.9\"") {
+				t.Errorf("not written under cri:\n%s", after)
+			}
+			if d := n.dump(); !strings.Contains(d, "registry.k8s.io/pause:3.9") {
+				t.Errorf("dump lacks the sandbox image:\n%s", d)
+			}
+		})
 	}
 }

@@ -300,9 +300,10 @@ type edit struct {
 	carried []carriedKey
 }
 
-// carriedKey is one key of a version 2 file and its effective value.
+// carriedKey is one key of the CRI runtime plugin (the path below the
+// plugin's table) and its effective value.
 type carriedKey struct {
-	path  []string
+	rel   []string
 	value any
 }
 
@@ -455,7 +456,7 @@ func carryRuntime(e *edit, f *ctrconf.File, base *ctrconf.Effective, rt string) 
 		}
 	}
 	for _, c := range e.carried {
-		if c.path[4] == rt {
+		if c.rel[2] == rt {
 			return
 		}
 	}
@@ -468,7 +469,7 @@ func carryRuntime(e *edit, f *ctrconf.File, base *ctrconf.Effective, rt string) 
 		node = m[seg]
 	}
 	runtime, _ := node.(map[string]any)
-	tbl := []string{"plugins", ctrconf.CRIPlugin, "containerd", "runtimes", rt}
+	tbl := []string{"containerd", "runtimes", rt}
 	if v, ok := runtime["runtime_type"].(string); ok {
 		e.carried = append(e.carried, carriedKey{append(slices.Clone(tbl), "runtime_type"), v})
 	}
@@ -519,10 +520,15 @@ func loads(t *ctrconf.Tree, path string) bool {
 // older file is migrated by the daemon, so its own layout comes first, and
 // version 3 names second (AKS writes `version = 2` with 2.x plugin names).
 func spellings(t *ctrconf.Tree, path string, exists bool, major int) []int {
+	f := t.File(path)
+	if f != nil && exists && f.Version <= 1 && nvidiatoml.UsesV1CRIName(f.Content) {
+		// Every containerd migrates `cri` to the long id: a key under the
+		// long id would collide with the file's own table.
+		return []int{1}
+	}
 	if major < 2 {
 		return []int{2}
 	}
-	f := t.File(path)
 	switch {
 	case !exists:
 		return []int{3}
@@ -543,9 +549,14 @@ func (e *edit) render(ver int) ([]byte, error) {
 		out = []byte(fmt.Sprintf("# Written by nodeconverge (containerd_settings).\nversion = %d\n", ver))
 	}
 	for _, c := range e.carried {
+		plugin := ctrconf.CRIPlugin
+		if ver == 1 {
+			plugin = "cri"
+		}
+		path := append([]string{"plugins", plugin}, c.rel...)
 		var err error
-		if out, err = nvidiatoml.SetKey(out, c.path, c.value, false); err != nil {
-			return nil, fmt.Errorf("write %s into %s: %w", ctrconf.JoinKey(c.path...), e.path, err)
+		if out, err = nvidiatoml.SetKey(out, path, c.value, false); err != nil {
+			return nil, fmt.Errorf("write %s into %s: %w", ctrconf.JoinKey(path...), e.path, err)
 		}
 	}
 	for _, s := range e.settings {

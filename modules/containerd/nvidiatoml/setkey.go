@@ -3,6 +3,7 @@ package nvidiatoml
 import (
 	"bytes"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -114,3 +115,12 @@ func SetKey(src []byte, path []string, value any, fold bool) ([]byte, error) {
 	}
 	return out.Bytes(), nil
 }
+
+// v1CRI finds a table of the CRI plugin under its version 1 name.
+var v1CRI = regexp.MustCompile(`(?m)^[ \t]*\[\s*plugins\s*\.\s*("cri"|'cri'|cri)\s*[.\]]`)
+
+// UsesV1CRIName reports whether a config names the CRI plugin `cri`, the
+// layout of containerd 1.0-1.2 that every containerd still migrates to the
+// long id. A key written under the long id into such a file collides with
+// the file's own table, so writers must use `cri` there.
+func UsesV1CRIName(src []byte) bool { return v1CRI.Match(src) }
