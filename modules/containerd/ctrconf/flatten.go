@@ -178,7 +178,8 @@ func canonical(v any) string {
 }
 
 // Diff lists every key whose effective value differs between two dumps,
-// sorted by key; Before or After is "" where the key is absent. A dump that
+// sorted by key; Before or After is "" where the key is absent. Values the
+// CRI plugin fills in the same way count as equal (FilledByCRI). A dump that
 // failed counts as having no keys. Credentials are compared but shown as
 // Redacted, so a changed password shows up as a change without its value.
 func Diff(before, after *Effective) []module.EffectiveChange {
@@ -191,7 +192,7 @@ func diffFlat(b, a map[string]string) []module.EffectiveChange {
 		if NotASetting(k) {
 			continue
 		}
-		if av, ok := a[k]; !ok || av != bv {
+		if av, ok := a[k]; (!ok || av != bv) && !FilledByCRI(k, bv, av) {
 			out = append(out, change(k, bv, a[k]))
 		}
 	}
@@ -199,7 +200,7 @@ func diffFlat(b, a map[string]string) []module.EffectiveChange {
 		if NotASetting(k) {
 			continue
 		}
-		if _, ok := b[k]; !ok {
+		if _, ok := b[k]; !ok && !FilledByCRI(k, "", av) {
 			out = append(out, change(k, "", av))
 		}
 	}

@@ -188,3 +188,16 @@ func TestOverrideUnderMigratedNameIsNoShadow(t *testing.T) {
 		t.Errorf("%s reported as shadowing %v", s.File, s.Restored)
 	}
 }
+
+// TestDiffIgnoresFilledByCRI: an effective diff never reports a runtime's
+// sandbox_mode going from podsandbox to "" (containerd_settings refused the
+// 1.7 cells of the v1 config for it after carrying runc into a file).
+func TestDiffIgnoresFilledByCRI(t *testing.T) {
+	k := `plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.sandbox_mode`
+	if d := diffFlat(map[string]string{k: `"podsandbox"`}, map[string]string{k: `""`}); len(d) != 0 {
+		t.Errorf("diff = %v", d)
+	}
+	if d := diffFlat(map[string]string{k: `"podsandbox"`}, map[string]string{k: `"shim"`}); len(d) != 1 {
+		t.Errorf("a real change must show: %v", d)
+	}
+}
