@@ -239,7 +239,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	major := BinMajor(tree.BinVersion)
 	prefix := DumpRuntimesPrefix(tree.BinVersion)
 	plan := &module.Plan{}
-	plan.Evidence = append(plan.Evidence, evidence("live tree", tree, base))
+	plan.Evidence = append(plan.Evidence, ctrconf.DumpEvidence("live tree", tree, base))
 	if c := ctrconf.RegistryConflict(base); base.OK && c != "" {
 		// config dump accepts it, the CRI plugin does not load: the node
 		// is down for Kubernetes now, and any restart this play owes
@@ -353,7 +353,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 			if target0 != nil {
 				what += fmt.Sprintf(" with %s rebuilt in the version %d layout", target, target0.layouts[i])
 			}
-			plan.Evidence = append(plan.Evidence, evidence(what, tree, eff))
+			plan.Evidence = append(plan.Evidence, ctrconf.DumpEvidence(what, tree, eff))
 			var err error
 			if !eff.OK {
 				err = fmt.Errorf("the candidate tree does not load with %s; the live files are unchanged:\n%s", tree.Bin, eff.Err)
@@ -814,14 +814,6 @@ func isZero(v any) bool {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
-}
-
-func evidence(what string, t *ctrconf.Tree, e *ctrconf.Effective) module.Evidence {
-	out := e.Err
-	if e.OK {
-		out = fmt.Sprintf("loads %d files", len(e.Files))
-	}
-	return module.Evidence{What: what, Command: t.Bin + " --config <staged " + t.Main + "> config dump", OK: e.OK, Output: out, Required: true}
 }
 
 // Apply writes the planned files atomically, the old ones kept in the run's

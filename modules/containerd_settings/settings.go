@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -322,7 +321,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		return nil, fmt.Errorf("dump live config: %w", err)
 	}
 	plan := &module.Plan{}
-	plan.Evidence = append(plan.Evidence, evidence("live tree", tree, base))
+	plan.Evidence = append(plan.Evidence, ctrconf.DumpEvidence("live tree", tree, base))
 	if !base.OK {
 		return nil, &module.ValidationError{Msg: fmt.Sprintf("the node's containerd config does not load, so no value can be measured: %s", firstLine(base.Err)), Evidence: plan.Evidence}
 	}
@@ -374,7 +373,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	chosen := -1
 	var diff []module.EffectiveChange
 	for i, eff := range effs {
-		plan.Evidence = append(plan.Evidence, evidence(fmt.Sprintf("candidate tree %d", i+1), tree, eff))
+		plan.Evidence = append(plan.Evidence, ctrconf.DumpEvidence(fmt.Sprintf("candidate tree %d", i+1), tree, eff))
 		d, err := verify(tree, pending, a.Settings, base, eff, major)
 		if err == nil {
 			chosen, diff = i, d
@@ -620,14 +619,6 @@ func dedup(s []string) []string {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
-}
-
-func evidence(what string, t *ctrconf.Tree, e *ctrconf.Effective) module.Evidence {
-	out := e.Err
-	if e.OK {
-		out = "loads " + strconv.Itoa(len(e.Files)) + " files"
-	}
-	return module.Evidence{What: what, Command: t.Bin + " --config <staged " + t.Main + "> config dump", OK: e.OK, Output: out, Required: true}
 }
 
 // Apply writes the planned files atomically, the old ones kept in the run's

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
 )
 
@@ -249,4 +250,14 @@ func effective(r *transport.CmdResult, names map[string]string, order []string) 
 	}
 	e.OK = true
 	return e
+}
+
+// DumpEvidence records one staged dump in a plan: what tree it measured, the
+// command, and whether containerd loaded it (its complaint if not).
+func DumpEvidence(what string, t *Tree, e *Effective) module.Evidence {
+	out := e.Err
+	if e.OK {
+		out = fmt.Sprintf("loads %d files", len(e.Files))
+	}
+	return module.Evidence{What: what, Command: t.Bin + " --config <staged " + t.Main + "> config dump", OK: e.OK, Output: out, Required: true}
 }
