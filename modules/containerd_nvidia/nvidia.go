@@ -407,8 +407,8 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	if base.OK {
 		plan.Effective = diff
 	} else {
-		plan.Notes = append(plan.Notes, "the live config does not load ("+firstLine(base.Err)+"); the candidate tree loads")
-		plan.Effective = []module.EffectiveChange{{Key: "(whole config)", Before: "does not load: " + firstLine(base.Err), After: "loads"}}
+		plan.Notes = append(plan.Notes, "the live config does not load ("+base.ErrLine()+"); the candidate tree loads")
+		plan.Effective = []module.EffectiveChange{{Key: "(whole config)", Before: "does not load: " + base.ErrLine(), After: "loads"}}
 	}
 	return plan, nil
 }
@@ -811,17 +811,8 @@ func isZero(v any) bool {
 	return reflect.ValueOf(v).IsZero()
 }
 
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return s
-}
-
 // Apply writes the planned files atomically, the old ones kept in the run's
 // backup; owner and mode of an existing file are kept.
 func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*module.Result, error) {
-	r, err := module.ApplyFiles(ctx, h, p)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", "containerd_nvidia", err)
-	}
-	return r, nil
+	return module.ApplyFiles(ctx, h, p)
 }

@@ -323,13 +323,15 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	plan := &module.Plan{}
 	plan.Evidence = append(plan.Evidence, ctrconf.DumpEvidence("live tree", tree, base))
 	if !base.OK {
-		return nil, &module.ValidationError{Msg: fmt.Sprintf("the node's containerd config does not load, so no value can be measured: %s", firstLine(base.Err)), Evidence: plan.Evidence}
+		return nil, &module.ValidationError{Msg: fmt.Sprintf("the node's containerd config does not load, so no value can be measured: %s", base.ErrLine()), Evidence: plan.Evidence}
 	}
 	major := tree.Major()
 
 	var pending []Setting
+	deciders := map[string]decider{}
 	for _, s := range a.Settings {
 		d := decide(tree, s)
+		deciders[s.Key] = d
 		have, ok := s.measure(base, major)
 		if ok && have == s.want() {
 			plan.Notes = append(plan.Notes, fmt.Sprintf("%s = %s: effective, %s", s.Key, have, d.why))
@@ -345,7 +347,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		return plan, nil
 	}
 
-	edits, err := a.placeAll(ctx, h, tree, base, pending, plan)
+	edits, err := a.placeAll(ctx, h, tree, base, pending, deciders, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -399,7 +401,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 
 // placeAll decides, for each value that is not effective, the file it goes
 // into and how that file spells it.
-func (a *Args) placeAll(ctx context.Context, h transport.Reader, tree *ctrconf.Tree, base *ctrconf.Effective, pending []Setting, plan *module.Plan) ([]*edit, error) {
+func (a *Args) placeAll(ctx context.Context, h transport.Reader, tree *ctrconf.Tree, base *ctrconf.Effective, pending []Setting, deciders map[string]decider, plan *module.Plan) ([]*edit, error) {
 	major := tree.Major()
 	byPath := map[string]*edit{}
 	var edits []*edit
@@ -428,7 +430,7 @@ func (a *Args) placeAll(ctx context.Context, h transport.Reader, tree *ctrconf.T
 		return nil
 	}
 	for _, s := range pending {
-		target, why := a.place(tree, s)
+		target, why := a.place(tree, deciders[s.Key])
 		plan.Notes = append(plan.Notes, fmt.Sprintf("%s goes into %s: %s", s.Key, target, why))
 		if err := add(target, s); err != nil {
 			return nil, &module.ValidationError{Msg: err.Error(), Evidence: plan.Evidence}
@@ -481,9 +483,8 @@ func carryRuntime(e *edit, f *ctrconf.File, base *ctrconf.Effective, rt string) 
 }
 
 // place is the file a value must be written into to take effect without
-// shadowing anything.
-func (a *Args) place(t *ctrconf.Tree, s Setting) (string, string) {
-	d := decide(t, s)
+// shadowing anything, from the file that decides it now.
+func (a *Args) place(t *ctrconf.Tree, d decider) (string, string) {
 	if t.Major() < 2 {
 		if d.file != nil {
 			return d.file.Path, "containerd 1.x takes the CRI plugin's whole table from it; a value anywhere else would not load, and a new file would shadow it"
@@ -616,17 +617,8 @@ func dedup(s []string) []string {
 	return out
 }
 
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return s
-}
-
 // Apply writes the planned files atomically, the old ones kept in the run's
 // backup; owner and mode of an existing file are kept.
 func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*module.Result, error) {
-	r, err := module.ApplyFiles(ctx, h, p)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", "containerd_settings", err)
-	}
-	return r, nil
+	return module.ApplyFiles(ctx, h, p)
 }

@@ -261,3 +261,10 @@ func DumpEvidence(what string, t *Tree, e *Effective) module.Evidence {
 	}
 	return module.Evidence{What: what, Command: t.Bin + " --config <staged " + t.Main + "> config dump", OK: e.OK, Output: out, Required: true}
 }
+
+// ErrLine is the first line of containerd's complaint about a tree it
+// refused, for a one-line message.
+func (e *Effective) ErrLine() string {
+	s, _, _ := strings.Cut(strings.TrimSpace(e.Err), "\n")
+	return s
+}
