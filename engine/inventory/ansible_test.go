@@ -303,3 +303,30 @@ func TestListHostsCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestSourcesMatchAnsible compares INI files, several -i, inventory
+// directories (ignored names, the group_vars/all/ vs all.yml rule) and
+// vault with the real ansible-inventory --list.
+func TestSourcesMatchAnsible(t *testing.T) {
+	pw := vaultOpts(t)
+	for _, tt := range []struct {
+		sources []string
+		vault   bool
+	}{
+		{sources: []string{"testdata/ini/mixed.ini"}},
+		{sources: []string{"testdata/ini/named_yaml/hosts.yaml"}},
+		{sources: []string{"testdata/patterns/inv.ini"}},
+		{sources: []string{"testdata/multi/a/inv.yaml", "testdata/multi/b/hosts"}},
+		{sources: []string{"testdata/multi/b/hosts", "testdata/multi/a/inv.yaml"}},
+		{sources: []string{"testdata/multi/a", "testdata/multi/b"}},
+		{sources: []string{"testdata/dir"}},
+		{sources: []string{"testdata/dir", "testdata/multi/b/hosts"}},
+		{sources: []string{"testdata/vault/inventory.yml"}, vault: true},
+	} {
+		if tt.vault {
+			compareSources(t, tt.sources, "testdata/vault/password.txt", pw)
+		} else {
+			compareSources(t, tt.sources, "", Options{})
+		}
+	}
+}

@@ -223,8 +223,13 @@ func (p *pyParser) dict(depth int) (any, error) {
 		}
 		if p.s[p.i] != ':' {
 			if first && (p.s[p.i] == ',' || p.s[p.i] == '}') {
-				if _, err := p.sequence('}', depth); err != nil {
-					return nil, err
+				if p.s[p.i] == ',' {
+					p.i++
+					if _, err := p.sequence('}', depth); err != nil {
+						return nil, err
+					}
+				} else {
+					p.i++
 				}
 				return nil, errPySet
 			}

@@ -127,11 +127,6 @@ func (l *loader) parseFile(path string, data []byte) error {
 	// Neither: say it as the format the file looks like, and why the
 	// other one did not fit either.
 	if looksINI(data) {
-		if yerr != nil {
-			ie.Msg += " (not YAML either: " + yerr.(*Error).Msg + ")"
-		} else {
-			ie.Msg += fmt.Sprintf(" (not a YAML inventory either: a YAML inventory is a mapping of groups, this is %s)", yamlx.KindName(root))
-		}
 		return ie
 	}
 	iniNote := fmt.Sprintf(" (not INI either: line %d: %s)", ie.Line, strings.TrimPrefix(ie.Msg, "INI: "))
@@ -155,14 +150,17 @@ func meaningful(data []byte) bool {
 }
 
 // looksINI reports whether the first meaningful line is an INI section
-// header or an INI host line with key=value vars.
+// header or an INI host line with key=value vars: then a file that is
+// neither YAML nor INI is reported as INI.
 func looksINI(data []byte) bool {
 	for _, line := range iniLines(string(data)) {
 		t := strings.TrimSpace(line)
 		if t == "" || t[0] == '#' || t[0] == ';' {
 			continue
 		}
-		if iniSection.MatchString(t) {
+		if t[0] == '[' && t[len(t)-1] == ']' {
+			// A section header; a YAML inventory never starts with a
+			// flow sequence.
 			return true
 		}
 		return strings.Contains(t, "=") && !strings.Contains(t, ": ") && !strings.HasPrefix(t, "- ")

@@ -3,6 +3,10 @@ package inventory
 import (
 	"errors"
 	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -112,16 +116,12 @@ func vaultMsg(err error) error {
 	return err
 }
 
-// decode decodes a YAML value, decrypting inline `!vault` values (into
-// *vaulted) and registering the secrets it read.
+// decode decodes a YAML value as Ansible's loader (PyYAML, YAML 1.1)
+// does, decrypting inline `!vault` values (into *vaulted) and
+// registering the secrets it read.
 func (l *loader) decode(file string, n *yaml.Node) (any, error) {
-	var v any
-	var err error
-	if hasVault(n, 0, map[*yaml.Node]bool{}) {
-		v, err = l.decodeVault(file, n, 0)
-	} else {
-		v, err = decodeValue(file, n)
-	}
+	budget := maxDecodeNodes
+	v, err := l.decodeNode(file, n, 0, &budget)
 	if err != nil {
 		return nil, err
 	}
@@ -131,31 +131,19 @@ func (l *loader) decode(file string, n *yaml.Node) (any, error) {
 	return v, nil
 }
 
+// maxDecodeNodes bounds the nodes one value expands to, aliases
+// included, so an alias bomb is refused instead of filling memory.
+const maxDecodeNodes = 1 << 20
+
 func isVaultTag(tag string) bool { return tag == "!vault" || tag == "!vault-encrypted" }
 
-func hasVault(n *yaml.Node, depth int, seen map[*yaml.Node]bool) bool {
-	if n == nil || depth > 100 || seen[n] {
-		return false
-	}
-	seen[n] = true
-	if n.Kind == yaml.AliasNode {
-		return hasVault(n.Alias, depth+1, seen)
-	}
-	if n.Kind == yaml.ScalarNode {
-		return isVaultTag(n.Tag)
-	}
-	for _, c := range n.Content {
-		if hasVault(c, depth+1, seen) {
-			return true
-		}
-	}
-	return false
-}
-
-// decodeVault decodes a value that holds a `!vault` scalar somewhere.
-func (l *loader) decodeVault(file string, n *yaml.Node, depth int) (any, error) {
-	if depth > 100 {
-		return nil, nodeErr(file, n, "value nested too deep")
+// decodeNode turns a YAML node into plain Go values: plain scalars are
+// resolved with YAML 1.1's rules (yaml11), quoted ones are strings,
+// explicitly tagged ones as yaml.v3 decodes them.
+func (l *loader) decodeNode(file string, n *yaml.Node, depth int, budget *int) (any, error) {
+	*budget--
+	if depth > 100 || *budget < 0 {
+		return nil, nodeErr(file, n, "value nested too deep or too large (aliases included)")
 	}
 	v := yamlx.Deref(n)
 	if v == nil {
@@ -163,20 +151,27 @@ func (l *loader) decodeVault(file string, n *yaml.Node, depth int) (any, error) 
 	}
 	switch v.Kind {
 	case yaml.ScalarNode:
-		if !isVaultTag(v.Tag) {
+		switch {
+		case isVaultTag(v.Tag):
+			p, err := vault.Decrypt([]byte(v.Value), l.opts.Vault)
+			if err != nil {
+				return nil, nodeErr(file, n, "vaulted value: %v", vaultMsg(err))
+			}
+			l.sawVault = true
+			l.secrets[string(p)] = true
+			return &vaulted{plain: string(p), cipher: v.Value}, nil
+		case v.Tag == "!unsafe":
+			return v.Value, nil
+		case v.Style&yaml.TaggedStyle != 0:
 			return decodeValue(file, v)
+		case v.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0:
+			return v.Value, nil
 		}
-		p, err := vault.Decrypt([]byte(v.Value), l.opts.Vault)
-		if err != nil {
-			return nil, nodeErr(file, n, "vaulted value: %v", vaultMsg(err))
-		}
-		l.sawVault = true
-		l.secrets[string(p)] = true
-		return &vaulted{plain: string(p), cipher: v.Value}, nil
+		return yaml11(v.Value), nil
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(v.Content))
 		for _, c := range v.Content {
-			x, err := l.decodeVault(file, c, depth+1)
+			x, err := l.decodeNode(file, c, depth+1, budget)
 			if err != nil {
 				return nil, err
 			}
@@ -188,8 +183,8 @@ func (l *loader) decodeVault(file string, n *yaml.Node, depth int) (any, error) 
 		var merged []map[string]any
 		for i := 0; i+1 < len(v.Content); i += 2 {
 			k, val := yamlx.Deref(v.Content[i]), v.Content[i+1]
-			if k != nil && k.Kind == yaml.ScalarNode && k.Value == "<<" {
-				m, err := l.decodeVault(file, val, depth+1)
+			if k != nil && k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Style == 0 {
+				m, err := l.decodeNode(file, val, depth+1, budget)
 				if err != nil {
 					return nil, err
 				}
@@ -205,26 +200,138 @@ func (l *loader) decodeVault(file string, n *yaml.Node, depth int) (any, error) 
 				}
 				continue
 			}
-			key, err := decodeValue(file, k)
+			key, err := l.decodeNode(file, k, depth+1, budget)
 			if err != nil {
 				return nil, err
 			}
-			x, err := l.decodeVault(file, val, depth+1)
+			x, err := l.decodeNode(file, val, depth+1, budget)
 			if err != nil {
 				return nil, err
 			}
-			out[fmt.Sprint(key)] = x
+			ks, ok := pyJSONKey(key)
+			if !ok {
+				ks = fmt.Sprint(plain(key))
+			}
+			out[ks] = x
 		}
-		for _, m := range merged {
-			for k, x := range m {
-				if _, ok := out[k]; !ok {
-					out[k] = x
+		// Merged keys come first; the mapping's own keys win.
+		if len(merged) > 0 {
+			res := map[string]any{}
+			for i := len(merged) - 1; i >= 0; i-- {
+				for k, x := range merged[i] {
+					res[k] = x
 				}
 			}
+			for k, x := range out {
+				res[k] = x
+			}
+			out = res
 		}
 		return out, nil
 	}
 	return decodeValue(file, v)
+}
+
+// YAML 1.1's implicit types, as PyYAML (and so Ansible) resolves plain
+// scalars: yes/no/on/off are booleans, 0644 is octal, 1_000 and 1:30
+// (base 60) are integers, a float needs a dot ("1e3" stays text).
+var (
+	yaml11Bool  = regexp.MustCompile(`^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$`)
+	yaml11Int   = regexp.MustCompile(`^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$`)
+	yaml11Float = regexp.MustCompile(`^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$`)
+	yaml11Null  = regexp.MustCompile(`^(?:~|null|Null|NULL|)$`)
+)
+
+// yaml11 resolves a plain scalar as PyYAML's SafeLoader does.
+func yaml11(s string) any {
+	switch {
+	case yaml11Null.MatchString(s):
+		return nil
+	case yaml11Bool.MatchString(s):
+		switch s[0] {
+		case 'y', 'Y', 't', 'T':
+			return true
+		case 'o', 'O':
+			return s[1] == 'n' || s[1] == 'N'
+		}
+		return false
+	case yaml11Int.MatchString(s):
+		if n, ok := yaml11ParseInt(s); ok {
+			return n
+		}
+	case yaml11Float.MatchString(s):
+		return yaml11ParseFloat(s)
+	}
+	return s
+}
+
+func yaml11ParseInt(s string) (int, bool) {
+	v := strings.ReplaceAll(s, "_", "")
+	sign := 1
+	if v != "" && (v[0] == '-' || v[0] == '+') {
+		if v[0] == '-' {
+			sign = -1
+		}
+		v = v[1:]
+	}
+	var n int64
+	var err error
+	switch {
+	case v == "0":
+		return 0, true
+	case strings.HasPrefix(v, "0b"):
+		n, err = strconv.ParseInt(v[2:], 2, 64)
+	case strings.HasPrefix(v, "0x"):
+		n, err = strconv.ParseInt(v[2:], 16, 64)
+	case v[0] == '0':
+		n, err = strconv.ParseInt(v, 8, 64)
+	case strings.Contains(v, ":"):
+		for _, part := range strings.Split(v, ":") {
+			d, perr := strconv.ParseInt(part, 10, 64)
+			if perr != nil || n > math.MaxInt64/60 {
+				return 0, false
+			}
+			n = n*60 + d
+		}
+	default:
+		n, err = strconv.ParseInt(v, 10, 64)
+	}
+	if err != nil {
+		// Beyond 64 bits: kept as text rather than another number.
+		return 0, false
+	}
+	return sign * int(n), true
+}
+
+func yaml11ParseFloat(s string) float64 {
+	v := strings.ToLower(strings.ReplaceAll(s, "_", ""))
+	sign := 1.0
+	if v[0] == '-' || v[0] == '+' {
+		if v[0] == '-' {
+			sign = -1
+		}
+		v = v[1:]
+	}
+	switch {
+	case v == ".inf":
+		return sign * math.Inf(1)
+	case v == ".nan":
+		return math.NaN()
+	case strings.Contains(v, ":"):
+		parts := strings.Split(v, ":")
+		f := 0.0
+		for i, p := range parts {
+			x, _ := strconv.ParseFloat(p, 64)
+			if i < len(parts)-1 {
+				f = f*60 + x
+			} else {
+				f = f*60 + x
+			}
+		}
+		return sign * f
+	}
+	f, _ := strconv.ParseFloat(v, 64)
+	return sign * f
 }
 
 // addSecrets registers every string in v (read from an encrypted file).
