@@ -438,10 +438,10 @@ func TestPyLiteral(t *testing.T) {
 	for in, want := range map[string]any{
 		"00": 0, "01.5": 1.5, "1_000": 1000, "0b101": 5, "0o17": 15, "1.": 1.0, ".5e-2": 0.005,
 		`{1: "a", True: 2, None: 3}`: map[string]any{"1": "a", "true": 2, "null": 3},
-		"(1)": 1, "()": []any{}, "(1,)": []any{1}, `"a" 'b'`: "ab", `r"\d"`: `\d`, `"\d"`: `\d`,
+		"(1)":                        1, "()": []any{}, "(1,)": []any{1}, `"a" 'b'`: "ab", `r"\d"`: `\d`, `"\d"`: `\d`,
 		`b"x"`: "x", "-1.5": -1.5, "- 2": -2, `"\x41\101\u0041"`: "AAA", "'''t'''": "t",
 		"[1, [2, (3, 4)], {'k': [5]}]": []any{1, []any{2, []any{3, 4}}, map[string]any{"k": []any{5}}},
-		"True": true, "None": nil,
+		"True":                         true, "None": nil,
 		// Not literals: the text itself.
 		"yes": "yes", "true": "true", "01": "01", "1+2": "1+2", "f'x'": "f'x'", "1j": "1j", "--1": "--1",
 		"-True": "-True", "hello world": "hello world", "[1,": "[1,", "x=1": "x=1", "'a": "'a",
@@ -492,7 +492,7 @@ func TestVault(t *testing.T) {
 	g1 := inv.Hosts["gpu1"].Vars
 	for k, want := range map[string]any{
 		"registry_password": "registry-pass-0042", "bmc_password": "bmc-pass-for-gpu1",
-		"tokens": []any{map[string]any{"key": "nested-token-value"}, "plain"},
+		"tokens":      []any{map[string]any{"key": "nested-token-value"}, "plain"},
 		"db_password": "decrypted-from-file", "dcgm_token": "dcgm-token-xyz", "gpu_driver": "550",
 	} {
 		if diff := cmp.Diff(want, g1[k]); diff != "" {
