@@ -3,6 +3,7 @@ package inventory
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"nodeconverge/engine/vault"
 )
 
 // ansibleBin finds an Ansible command. These comparisons are the proof
@@ -328,5 +331,50 @@ func TestSourcesMatchAnsible(t *testing.T) {
 		} else {
 			compareSources(t, tt.sources, "", Options{})
 		}
+	}
+}
+
+// TestPublicCorpus loads every public inventory under testdata/public
+// (each directory's SOURCE names the file to load, its vault password
+// file if any, and where every file comes from) and compares it with the real
+// ansible-inventory --list.
+func TestPublicCorpus(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/public/*/SOURCE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) < 8 {
+		t.Fatalf("the corpus has %d inventories, want at least 8", len(dirs))
+	}
+	for _, src := range dirs {
+		dir := filepath.Dir(src)
+		meta, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inv, pw string
+		for _, line := range strings.Split(string(meta), "\n") {
+			k, v, _ := strings.Cut(line, ": ")
+			switch k {
+			case "load":
+				inv = filepath.Join(dir, v)
+			case "vault-password-file":
+				pw = filepath.Join(dir, v)
+			}
+		}
+		if inv == "" {
+			t.Fatalf("%s names no inventory", src)
+		}
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			opts := Options{}
+			if pw != "" {
+				s, err := vault.ReadPasswordFile(context.Background(), pw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts.Vault = []vault.Secret{s}
+			}
+			compareSources(t, []string{inv}, pw, opts)
+		})
 	}
 }
