@@ -375,6 +375,14 @@ func FuzzLoad(f *testing.F) {
 	}
 	f.Add([]byte("a: &x {children: {b: *x}}"))
 	f.Add([]byte("all: {hosts: {'n[1:3]:22': }}"))
+	f.Add([]byte("h1 a=1 b='x y' c=[1,{'k':(2,)}]\n[g]\nn[01:03]:22 v=\"q\\\"\"\n[g:vars]\nx=True # c\n[p:children]\ng\n[p]\n"))
+	for _, p := range []string{"testdata/ini/mixed.ini", "testdata/public/deepops-uncommented/inventory"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// No group_vars/ exists beside this path, so only data matters.
 		inv, err := load("/nonexistent/fuzz/inv.yaml", data)
