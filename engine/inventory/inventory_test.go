@@ -618,6 +618,13 @@ func TestFormatErrors(t *testing.T) {
 	if _, err := LoadSources([]string{t.TempDir()}, Options{}); err == nil || !strings.Contains(err.Error(), "holds no inventory file") {
 		t.Errorf("empty dir: %v", err)
 	}
+	script := filepath.Join(t.TempDir(), "ec2.py")
+	if err := os.WriteFile(script, []byte("#!/usr/bin/env python3\nprint('{}')\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(script); err == nil || !strings.Contains(err.Error(), "executable inventory script") {
+		t.Errorf("script: %v", err)
+	}
 }
 
 func TestDirectoryRules(t *testing.T) {

@@ -74,6 +74,11 @@ func (l *loader) source(path string, depth int) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("read inventory %s: %w", path, err)
 		}
+		if st.Mode()&0o111 != 0 && strings.HasPrefix(string(data), "#!") {
+			// Ansible's script plugin would run it and read its
+			// output; nodeconverge runs no inventory code.
+			return 0, &Error{File: path, Line: 1, Col: 1, Msg: fmt.Sprintf("this is an executable inventory script, which nodeconverge does not run: give it its output instead (ansible-inventory -i %s --list -y > inventory.yaml), or remove the executable bit if it is a static inventory", path)}
+		}
 		return 1, l.parseFile(path, data)
 	}
 	entries, err := os.ReadDir(path)
