@@ -138,19 +138,20 @@ applies exactly that plan and refuses any host whose files changed since.`,
 }
 
 func inventoryCmd() *cobra.Command {
-	var path string
+	var sources, vaultFiles []string
 	var list bool
 	c := &cobra.Command{
-		Use:   "inventory -i INVENTORY --list",
+		Use:   "inventory -i INVENTORY [-i INVENTORY...] --list",
 		Short: "Print the resolved inventory as JSON (like ansible-inventory --list)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !list {
 				return errors.New("inventory: nothing to do; pass --list")
 			}
-			return app.ListInventory(path, cmd.OutOrStdout())
+			return app.ListInventory(cmd.Context(), sources, vaultFiles, cmd.OutOrStdout())
 		},
 	}
-	c.Flags().StringVarP(&path, "inventory", "i", "", "inventory file")
+	c.Flags().StringArrayVarP(&sources, "inventory", "i", nil, inventoryHelp)
+	c.Flags().StringArrayVar(&vaultFiles, "vault-password-file", nil, vaultHelp)
 	c.Flags().BoolVar(&list, "list", false, "print hosts, groups and vars as JSON")
 	must(c.MarkFlagRequired("inventory"))
 	return c
@@ -176,11 +177,17 @@ func explainCmd() *cobra.Command {
 	return c
 }
 
+const (
+	inventoryHelp = "inventory source: an Ansible YAML or INI file, or a directory of them; repeatable, merged in order as Ansible does"
+	vaultHelp     = "file holding the Ansible Vault password (an executable file is run and prints it); repeatable; ANSIBLE_VAULT_PASSWORD_FILE adds one"
+)
+
 // fleetFlags registers the flags of every command that reaches nodes.
 func fleetFlags(c *cobra.Command, o *app.Fleet) *pflag.FlagSet {
 	f := c.Flags()
-	f.StringVarP(&o.Inventory, "inventory", "i", "", "inventory file (Ansible YAML)")
-	f.StringVarP(&o.Limit, "limit", "l", "", "limit to hosts matching an Ansible pattern")
+	f.StringArrayVarP(&o.Inventories, "inventory", "i", nil, inventoryHelp)
+	f.StringArrayVar(&o.VaultPasswordFiles, "vault-password-file", nil, vaultHelp)
+	f.StringVarP(&o.Limit, "limit", "l", "", "limit to hosts matching an Ansible pattern (@FILE: patterns from a file, one per line)")
 	f.IntVarP(&o.Forks, "forks", "f", 20, "hosts worked on at once")
 	f.StringVar(&o.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "record unknown host keys (a changed key is always refused)")

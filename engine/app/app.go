@@ -21,6 +21,7 @@ import (
 	"nodeconverge/engine/savedplan"
 	"nodeconverge/engine/transport"
 	"nodeconverge/engine/transport/sshconn"
+	"nodeconverge/engine/vault"
 
 	// Every shipped module registers itself.
 	_ "nodeconverge/modules/all"
@@ -29,7 +30,14 @@ import (
 // Fleet are the options of every command that reaches nodes: which hosts,
 // how many at once, how to trust and reach them, what never to show.
 type Fleet struct {
-	Inventory         string
+	// Inventories are the -i sources (files or directories), merged in
+	// order as Ansible merges them.
+	Inventories []string
+	// VaultPasswordFiles are the --vault-password-file files (an
+	// executable one is run); ANSIBLE_VAULT_PASSWORD_FILE adds one.
+	VaultPasswordFiles []string
+	// Limit is an Ansible pattern; "@FILE" parts name files of patterns,
+	// one per line.
 	Limit             string
 	Forks             int
 	KnownHosts        string
@@ -37,6 +45,20 @@ type Fleet struct {
 	AcceptNewHostKeys bool
 	// Redact lists more credential keys (names or dotted key paths).
 	Redact []string
+}
+
+// LoadInventory reads the fleet's inventory sources, with its vault
+// passwords.
+func (f Fleet) LoadInventory(ctx context.Context) (*inventory.Inventory, error) {
+	return loadInventory(ctx, f.Inventories, f.VaultPasswordFiles)
+}
+
+func loadInventory(ctx context.Context, sources, vaultFiles []string) (*inventory.Inventory, error) {
+	secrets, err := vault.PasswordFiles(ctx, vaultFiles)
+	if err != nil {
+		return nil, err
+	}
+	return inventory.LoadSources(sources, inventory.Options{Vault: secrets})
 }
 
 // ssh builds the transport options of the fleet's connections.
@@ -103,7 +125,7 @@ func Target(h *inventory.Host, become bool) sshconn.Target {
 // the run could not start; it maps to exit code 1.
 func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	redact.Add(o.Redact...)
-	inv, err := inventory.Load(o.Inventory)
+	inv, err := o.LoadInventory(ctx)
 	if err != nil {
 		return report.ExitFailed, err
 	}
@@ -177,13 +199,15 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 // of the inventory's and the command line's variables whose names look
 // like credentials (redact.Name: registry_password, api_token, ...), so a
 // secret used in a command line or a message is hidden even without
-// no_log. Play vars are added as the playbooks load.
+// no_log. Play vars are added as the playbooks load. Every value that
+// came out of a vault is masked too, whatever its variable is called.
 func maskSecretVars(inv *inventory.Inventory, extra map[string]any) {
 	sets := []map[string]any{extra}
 	for _, h := range inv.Hosts {
 		sets = append(sets, h.Vars)
 	}
 	redact.AddVars(sets...)
+	redact.AddValues(inv.Secrets()...)
 }
 
 // finish writes the reports and returns the run's exit code.
@@ -234,9 +258,11 @@ func reportWriters(specs []string) (map[string]func(io.Writer, *report.Run) erro
 	return out, nil
 }
 
-// ListInventory prints the resolved inventory as JSON.
-func ListInventory(path string, w io.Writer) error {
-	inv, err := inventory.Load(path)
+// ListInventory prints the resolved inventory as JSON, as
+// `ansible-inventory --list` does: an inline vaulted value as its
+// envelope, a value from an encrypted vars file decrypted.
+func ListInventory(ctx context.Context, sources, vaultFiles []string, w io.Writer) error {
+	inv, err := loadInventory(ctx, sources, vaultFiles)
 	if err != nil {
 		return err
 	}

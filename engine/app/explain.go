@@ -46,16 +46,17 @@ type HostExplanation struct {
 // effective config. It changes nothing: it only ever holds a Reader.
 func Explain(ctx context.Context, o ExplainOptions) (int, error) {
 	redact.Add(o.Redact...)
-	inv, err := inventory.Load(o.Inventory)
+	inv, err := o.LoadInventory(ctx)
 	if err != nil {
 		return report.ExitFailed, err
 	}
 	maskSecretVars(inv, nil)
-	pattern := "all"
+	var hosts []*inventory.Host
 	if o.Limit != "" {
-		pattern = o.Limit
+		hosts, err = inv.SelectLimit(o.Limit)
+	} else {
+		hosts, err = inv.Select("all")
 	}
-	hosts, err := inv.Select(pattern)
 	if err != nil {
 		return report.ExitFailed, fmt.Errorf("--limit: %w", err)
 	}

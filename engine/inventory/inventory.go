@@ -1,10 +1,16 @@
-// Package inventory reads Ansible-compatible YAML inventories: groups with
-// hosts, children and vars, plus group_vars/ and host_vars/ beside the file,
-// merged with Ansible's precedence. It also selects hosts with Ansible's
+// Package inventory reads Ansible inventories as ansible-inventory does:
+// YAML and INI files (the format is told by the content, not the file
+// name), several sources merged in order, inventory directories (their
+// files in name order, skipping what Ansible skips), group_vars/ and
+// host_vars/ beside each source, with Ansible's variable precedence, and
+// Ansible Vault: inline `!vault` values and encrypted vars files, opened
+// with the passwords in Options. It also selects hosts with Ansible's
 // pattern language (--limit, a play's hosts:).
 //
-// Every problem in a file is reported as an *Error naming file:line:col, and
-// no input makes the loader panic.
+// Every problem in a file is reported as an *Error naming file:line:col
+// (file:line for INI), and no input makes the loader panic. A vaulted
+// value is never used as its ciphertext: without the password it is an
+// error naming where it is.
 package inventory
 
 import (
@@ -18,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"nodeconverge/engine/inputs"
+	"nodeconverge/engine/vault"
 	"nodeconverge/engine/yamlx"
 )
 
@@ -36,14 +43,18 @@ type ConnInfo struct {
 // Host is one inventory host with its vars already merged.
 type Host struct {
 	Name string
-	// Vars are the merged vars, as `ansible-inventory --list` shows them,
-	// plus the magic vars inventory_hostname and group_names so templates
-	// can use them as in Ansible.
+	// Vars are the merged vars, as `ansible-inventory --list` shows them
+	// (a vaulted value decrypted), plus the magic vars inventory_hostname
+	// and group_names so templates can use them as in Ansible.
 	Vars map[string]any
 	// Groups lists every group containing the host, including ancestors
 	// and "all", sorted.
 	Groups []string
 	Conn   ConnInfo
+	// list is Vars as `ansible-inventory --list` prints them: an inline
+	// vaulted value as {"__ansible_vault": ciphertext}. nil when the
+	// host has no inline vaulted value.
+	list map[string]any
 }
 
 // Group is one inventory group.
@@ -51,17 +62,37 @@ type Group struct {
 	Name     string
 	Hosts    []string // hosts listed directly in the group, in file order
 	Children []string // child groups, in file order
-	// Vars are the group's own vars: the inventory file's, overridden by
-	// group_vars/<name>.
+	// Vars are the group's own vars: the inventory sources', overridden
+	// by group_vars/<name> beside each source, in source order.
 	Vars map[string]any
 }
 
 // Inventory is a loaded inventory.
 type Inventory struct {
-	Path   string
-	Hosts  map[string]*Host
-	Order  []string // hosts in first-seen order
-	Groups map[string]*Group
+	// Path is the first source, Sources all of them in the order given.
+	Path    string
+	Sources []string
+	Hosts   map[string]*Host
+	Order   []string // hosts in first-seen order
+	Groups  map[string]*Group
+	// groupOrder is the order groups were created in, which is the
+	// order Ansible tries them when matching a pattern.
+	groupOrder []string
+	secrets    []string
+}
+
+// Options tunes LoadSources.
+type Options struct {
+	// Vault are the passwords that open inline `!vault` values and
+	// encrypted files; every one is tried, as Ansible does.
+	Vault []vault.Secret
+}
+
+// Secrets returns every value that came out of a vault (an inline value,
+// or a string in an encrypted file), so a caller can mask them wherever
+// the run prints: they are secrets whatever their variable is called.
+func (inv *Inventory) Secrets() []string {
+	return append([]string(nil), inv.secrets...)
 }
 
 // The largest host range ("node[0001:9999]") expanded, so a typo cannot
@@ -72,42 +103,49 @@ const maxRange = 10000
 const maxWork = 10000
 
 type loader struct {
-	file       string
+	file       string // the file being read
+	opts       Options
 	inv        *Inventory
-	groupOrder []string                  // group creation order
-	parents    map[string][]string       // group -> parent groups
-	invVars    map[string]map[string]any // group -> inventory-file vars
-	fileVars   map[string]map[string]any // group -> group_vars/ vars
-	hostInv    map[string]map[string]any // host -> inventory-file vars
-	hostFile   map[string]map[string]any // host -> host_vars/ vars
-	hostGroups map[string][]string       // host -> groups listing it directly
-	priority   map[string]int            // ansible_group_priority, default 1
+	groupOrder []string                    // group creation order
+	parents    map[string][]string         // group -> parent groups
+	invVars    map[string]map[string]any   // group -> inventory-file vars
+	fileVars   []map[string]map[string]any // per source: group -> group_vars/ vars
+	hostInv    map[string]map[string]any   // host -> inventory-file vars
+	hostFile   []map[string]map[string]any // per source: host -> host_vars/ vars
+	hostGroups map[string][]string         // host -> groups listing it directly
+	priority   map[string]int              // ansible_group_priority, default 1
 	work       int
+	// secret is set while reading a file that was vault-encrypted as a
+	// whole: every string in it is a secret.
+	secret  bool
+	secrets map[string]bool
+	// sawVault is set once an inline vaulted value was read, so hosts
+	// need a --list form with the envelopes.
+	sawVault bool
 }
 
-// Load reads an inventory file and the group_vars/ and host_vars/
-// directories beside it.
+// Load reads one inventory source (a file or a directory) and the
+// group_vars/ and host_vars/ directories beside it, without vault
+// passwords.
 func Load(path string) (*Inventory, error) {
-	data, err := inputs.ReadFile(path, "inventory", inputs.MaxInventory)
-	if err != nil {
-		return nil, fmt.Errorf("read inventory %s: %w", path, err)
-	}
-	return load(path, data)
+	return LoadSources([]string{path}, Options{})
 }
 
-// load parses inventory text that was read from path; group_vars/ and
-// host_vars/ are looked up beside path.
-func load(path string, data []byte) (*Inventory, error) {
+func newLoader(paths []string, opts Options) *loader {
+	path := ""
+	if len(paths) > 0 {
+		path = paths[0]
+	}
 	l := &loader{
-		file:       path,
-		inv:        &Inventory{Path: path, Hosts: map[string]*Host{}, Groups: map[string]*Group{}},
+		opts: opts,
+		inv: &Inventory{Path: path, Sources: append([]string(nil), paths...),
+			Hosts: map[string]*Host{}, Groups: map[string]*Group{}},
 		parents:    map[string][]string{},
 		invVars:    map[string]map[string]any{},
-		fileVars:   map[string]map[string]any{},
 		hostInv:    map[string]map[string]any{},
-		hostFile:   map[string]map[string]any{},
 		hostGroups: map[string][]string{},
 		priority:   map[string]int{},
+		secrets:    map[string]bool{},
 	}
 	// Ansible creates these two before reading anything, which fixes
 	// "ungrouped" as the first child of "all".
@@ -115,39 +153,53 @@ func load(path string, data []byte) (*Inventory, error) {
 	l.group("ungrouped")
 	l.inv.Groups["all"].Children = []string{"ungrouped"}
 	l.parents["ungrouped"] = []string{"all"}
+	return l
+}
 
-	doc, err := parseYAML(path, data)
-	if err != nil {
+// load parses inventory text that was read from path; group_vars/ and
+// host_vars/ are looked up beside path.
+func load(path string, data []byte) (*Inventory, error) {
+	l := newLoader([]string{path}, Options{})
+	if err := l.parseFile(path, data); err != nil {
 		return nil, err
 	}
-	if len(doc.Content) == 0 {
-		return nil, &Error{File: path, Line: 1, Col: 1, Msg: "inventory is empty: expected a mapping of groups, usually starting with `all:`"}
-	}
-	root := yamlx.Deref(doc.Content[0])
-	if root == nil || root.Kind != yaml.MappingNode {
-		return nil, nodeErr(path, doc.Content[0], "inventory must be a mapping of group names (usually `all:`), got %s", yamlx.KindName(root))
-	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		k := root.Content[i]
-		name, err := l.keyName(k, seen, "group")
-		if err != nil {
-			return nil, err
-		}
-		if contains(groupKeys, name) {
-			// Ansible would make a group called "hosts"; that is never
-			// what was meant.
-			return nil, nodeErr(path, k, "top-level key %q is a group keyword, not a group: put it under a group such as `all:`", name)
-		}
-		if err := l.parseGroup(name, k, root.Content[i+1]); err != nil {
-			return nil, err
-		}
-	}
+	return l.done()
+}
+
+// done reads the vars directories beside the sources and resolves hosts.
+func (l *loader) done() (*Inventory, error) {
 	if err := l.loadVarsDirs(); err != nil {
 		return nil, err
 	}
 	l.finish()
 	return l.inv, nil
+}
+
+// parseYAMLInventory reads a YAML inventory whose root is a mapping.
+func (l *loader) parseYAMLInventory(path string, root *yaml.Node) error {
+	l.file = path
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k := root.Content[i]
+		name, err := l.keyName(k, seen, "group")
+		if err != nil {
+			return err
+		}
+		if contains(groupKeys, name) {
+			// Ansible would make a group called "hosts"; that is never
+			// what was meant.
+			return nodeErr(path, k, "top-level key %q is a group keyword, not a group: put it under a group such as `all:`", name)
+		}
+		if name == "plugin" {
+			if v := yamlx.Deref(root.Content[i+1]); v != nil && v.Kind == yaml.ScalarNode {
+				return nodeErr(path, k, "this is an inventory plugin configuration (plugin: %s), which nodeconverge does not run: give it a YAML or INI inventory (ansible-inventory -i %s --list -y writes one)", v.Value, path)
+			}
+		}
+		if err := l.parseGroup(name, k, root.Content[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // keyName checks that a mapping key is a plain string that was not seen
@@ -206,17 +258,9 @@ func (l *loader) parseGroup(name string, at, n *yaml.Node) error {
 				l.invVars[name] = map[string]any{}
 			}
 			for k, x := range vars {
-				if k == "ansible_group_priority" {
-					// As in Ansible, this orders the group and is
-					// not a var itself.
-					p, err := toInt(x)
-					if err != nil {
-						return nodeErr(l.file, val, "vars of group %q: ansible_group_priority must be an integer, got %v", name, x)
-					}
-					l.priority[name] = p
-					continue
+				if err := l.setGroupVar(name, k, x); err != nil {
+					return nodeErr(l.file, val, "vars of group %q: %v", name, err)
 				}
-				l.invVars[name][k] = x
 			}
 		case "hosts":
 			if err := l.parseHosts(g, val); err != nil {
@@ -260,8 +304,9 @@ func (l *loader) parseHosts(g *Group, n *yaml.Node) error {
 			return nodeErr(l.file, k, "host %q: %v", pattern, err)
 		}
 		for _, h := range names {
-			l.addHost(g, h)
-			if port != 0 {
+			// As Ansible's add_host: a port applies to a host seen
+			// for the first time only.
+			if l.addHost(g, h) && port != 0 {
 				l.hostInv[h]["ansible_port"] = port
 			}
 			for k, x := range vars {
@@ -272,19 +317,58 @@ func (l *loader) parseHosts(g *Group, n *yaml.Node) error {
 	return nil
 }
 
-func (l *loader) addHost(g *Group, name string) {
-	if _, ok := l.inv.Hosts[name]; !ok {
+// addHost adds a host to a group and reports whether the host is new.
+func (l *loader) addHost(g *Group, name string) bool {
+	_, ok := l.inv.Hosts[name]
+	if !ok {
 		l.inv.Hosts[name] = &Host{Name: name}
 		l.inv.Order = append(l.inv.Order, name)
 		l.hostInv[name] = map[string]any{}
 	}
 	for _, x := range g.Hosts {
 		if x == name {
-			return
+			return !ok
 		}
 	}
 	g.Hosts = append(g.Hosts, name)
 	l.hostGroups[name] = append(l.hostGroups[name], g.Name)
+	return !ok
+}
+
+// setGroupVar sets one inventory var of a group; ansible_group_priority,
+// as in Ansible, orders the group and is not a var itself.
+func (l *loader) setGroupVar(group, k string, x any) error {
+	if l.invVars[group] == nil {
+		l.invVars[group] = map[string]any{}
+	}
+	if k == "ansible_group_priority" {
+		p, err := toInt(plain(x))
+		if err != nil {
+			return fmt.Errorf("ansible_group_priority must be an integer, got %v", plain(x))
+		}
+		l.priority[group] = p
+		return nil
+	}
+	l.invVars[group][k] = x
+	return nil
+}
+
+// addChild makes child a child group of parent, refusing a cycle before
+// anything could follow it.
+func (l *loader) addChild(parent, child string) error {
+	if child == "all" {
+		return fmt.Errorf("group \"all\" cannot be a child of %q: every group is already in all", parent)
+	}
+	if path := l.pathTo(child, parent); path != nil {
+		return fmt.Errorf("group cycle: %s -> %s", strings.Join(path, " -> "), child)
+	}
+	l.group(child)
+	g := l.group(parent)
+	if !contains(g.Children, child) {
+		g.Children = append(g.Children, child)
+		l.parents[child] = append(l.parents[child], parent)
+	}
+	return nil
 }
 
 func (l *loader) parseChildren(g *Group, n *yaml.Node) error {
@@ -302,18 +386,10 @@ func (l *loader) parseChildren(g *Group, n *yaml.Node) error {
 		if err != nil {
 			return err
 		}
-		if child == "all" {
-			return nodeErr(l.file, k, "group \"all\" cannot be a child of %q: every group is already in all", g.Name)
-		}
 		// The edge goes in before the child is read, so a cycle is
 		// found before the recursion could follow it forever.
-		if path := l.pathTo(child, g.Name); path != nil {
-			return nodeErr(l.file, k, "group cycle: %s -> %s", strings.Join(path, " -> "), child)
-		}
-		l.group(child)
-		if !contains(g.Children, child) {
-			g.Children = append(g.Children, child)
-			l.parents[child] = append(l.parents[child], g.Name)
+		if err := l.addChild(g.Name, child); err != nil {
+			return nodeErr(l.file, k, "%v", err)
 		}
 		if err := l.parseGroup(child, k, val); err != nil {
 			return err
@@ -371,7 +447,7 @@ func (l *loader) varsMapping(file string, n *yaml.Node, what string) (map[string
 		if k.Value == "<<" {
 			// A YAML merge key: let yaml.v3 resolve it for the whole
 			// mapping instead of treating "<<" as a variable.
-			all, err := decodeValue(file, v)
+			all, err := l.decode(file, v)
 			if err != nil {
 				return nil, err
 			}
@@ -387,11 +463,11 @@ func (l *loader) varsMapping(file string, n *yaml.Node, what string) (map[string
 			return nil, nodeErr(file, k, "%s: duplicate variable %q", what, k.Value)
 		}
 		seen[k.Value] = true
-		x, err := decodeValue(file, val)
+		x, err := l.decode(file, val)
 		if err != nil {
 			return nil, err
 		}
-		if err := checkConnVar(k.Value, x); err != nil {
+		if err := checkConnVar(k.Value, plain(x)); err != nil {
 			return nil, nodeErr(file, val, "%s: %v", what, err)
 		}
 		out[k.Value] = x
@@ -459,29 +535,52 @@ func toBool(v any) (bool, error) {
 	return false, fmt.Errorf("expected a boolean (true/false/yes/no), got %v", v)
 }
 
+// varsExts are the names host_group_vars tries for an entity, in order;
+// the first that exists is the only one read (Ansible's find_vars_files),
+// so group_vars/all/ hides group_vars/all.yml.
 var varsExts = []string{"", ".yml", ".yaml", ".json"}
 
-// loadVarsDirs reads group_vars/ and host_vars/ beside the inventory, as
-// Ansible's host_group_vars plugin does: <name>, <name>.yml, .yaml, .json,
-// or a directory <name>/ whose files are read in name order.
-func (l *loader) loadVarsDirs() error {
-	dir := filepath.Dir(l.file)
-	for _, name := range l.groupOrder {
-		vars, err := l.readVarsFor(filepath.Join(dir, "group_vars"), name)
-		if err != nil {
-			return err
-		}
-		if vars != nil {
-			l.fileVars[name] = vars
-		}
+// sourceDir is where a source's group_vars/ and host_vars/ are: inside a
+// directory source, beside a file.
+func sourceDir(source string) string {
+	if st, err := os.Stat(source); err == nil && st.IsDir() {
+		return source
 	}
-	for _, name := range l.inv.Order {
-		vars, err := l.readVarsFor(filepath.Join(dir, "host_vars"), name)
-		if err != nil {
-			return err
+	return filepath.Dir(source)
+}
+
+// loadVarsDirs reads group_vars/ and host_vars/ beside every source, as
+// Ansible's host_group_vars plugin does: for each source, <name>,
+// <name>.yml, .yaml or .json, the first one that exists; a directory
+// <name>/ is read file by file in name order.
+func (l *loader) loadVarsDirs() error {
+	sources := l.inv.Sources
+	if len(sources) == 0 {
+		sources = []string{l.inv.Path}
+	}
+	l.fileVars = make([]map[string]map[string]any, len(sources))
+	l.hostFile = make([]map[string]map[string]any, len(sources))
+	for i, src := range sources {
+		dir := sourceDir(src)
+		l.fileVars[i] = map[string]map[string]any{}
+		l.hostFile[i] = map[string]map[string]any{}
+		for _, name := range l.groupOrder {
+			vars, err := l.readVarsFor(filepath.Join(dir, "group_vars"), name)
+			if err != nil {
+				return err
+			}
+			if vars != nil {
+				l.fileVars[i][name] = vars
+			}
 		}
-		if vars != nil {
-			l.hostFile[name] = vars
+		for _, name := range l.inv.Order {
+			vars, err := l.readVarsFor(filepath.Join(dir, "host_vars"), name)
+			if err != nil {
+				return err
+			}
+			if vars != nil {
+				l.hostFile[i][name] = vars
+			}
 		}
 	}
 	return nil
@@ -489,6 +588,9 @@ func (l *loader) loadVarsDirs() error {
 
 func (l *loader) readVarsFor(dir, name string) (map[string]any, error) {
 	if strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+		return nil, nil
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return nil, nil
 	}
 	var files []string
@@ -499,35 +601,22 @@ func (l *loader) readVarsFor(dir, name string) (map[string]any, error) {
 			continue
 		}
 		if st.IsDir() {
-			if ext != "" {
-				continue
-			}
 			sub, err := varsDirFiles(p)
 			if err != nil {
 				return nil, err
 			}
-			files = append(files, sub...)
-			continue
+			files = sub
+		} else {
+			files = []string{p}
 		}
-		files = append(files, p)
+		break
 	}
 	if len(files) == 0 {
 		return nil, nil
 	}
 	out := map[string]any{}
 	for _, f := range files {
-		data, err := inputs.ReadFile(f, "vars file", inputs.MaxVarsFile)
-		if err != nil {
-			return nil, fmt.Errorf("read vars file %s: %w", f, err)
-		}
-		doc, err := parseYAML(f, data)
-		if err != nil {
-			return nil, err
-		}
-		if len(doc.Content) == 0 {
-			continue
-		}
-		vars, err := l.varsMapping(f, doc.Content[0], "vars file")
+		vars, err := l.readVarsFile(f)
 		if err != nil {
 			return nil, err
 		}
@@ -538,25 +627,68 @@ func (l *loader) readVarsFor(dir, name string) (map[string]any, error) {
 	return out, nil
 }
 
+// readVarsFile reads one group_vars/host_vars file, decrypting it when it
+// is vault-encrypted as a whole.
+func (l *loader) readVarsFile(f string) (map[string]any, error) {
+	data, err := inputs.ReadFile(f, "vars file", inputs.MaxVarsFile)
+	if err != nil {
+		return nil, fmt.Errorf("read vars file %s: %w", f, err)
+	}
+	data, secret, err := l.openVault(f, data, "vars file")
+	if err != nil {
+		return nil, err
+	}
+	l.secret = secret
+	defer func() { l.secret = false }()
+	doc, err := parseYAML(f, data)
+	if err != nil {
+		return nil, err
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	return l.varsMapping(f, doc.Content[0], "vars file")
+}
+
+// varsDirFiles lists a group_vars/<name>/ directory as Ansible's
+// _get_dir_vars_files does: entries in name order, hidden ones and
+// backups (~) skipped, files with no extension or .yml/.yaml/.json,
+// subdirectories without an extension read in place.
 func varsDirFiles(dir string) ([]string, error) {
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() || strings.HasPrefix(d.Name(), ".") || strings.HasSuffix(d.Name(), "~") {
-			return nil
-		}
-		ext := filepath.Ext(d.Name())
-		if ext == "" || ext == ".yml" || ext == ".yaml" || ext == ".json" {
-			out = append(out, p)
-		}
-		return nil
-	})
+	return varsDirFilesDepth(dir, 0)
+}
+
+func varsDirFilesDepth(dir string, depth int) ([]string, error) {
+	if depth > 32 {
+		return nil, fmt.Errorf("read vars dir %s: nested too deep", dir)
+	}
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read vars dir %s: %w", dir, err)
 	}
-	sort.Strings(out)
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		st, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		ext := filepath.Ext(name)
+		switch {
+		case st.IsDir() && ext == "":
+			sub, err := varsDirFilesDepth(p, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sub...)
+		case st.Mode().IsRegular() && (ext == "" || contains(varsExts[1:], ext)):
+			out = append(out, p)
+		}
+	}
 	return out, nil
 }
 
@@ -572,24 +704,54 @@ func (l *loader) finish() {
 		all.Children = append(all.Children, name)
 		l.parents[name] = []string{"all"}
 	}
+	ungrouped := l.inv.Groups["ungrouped"]
 	for _, h := range l.inv.Order {
 		direct := l.hostGroups[h]
-		if len(direct) == 0 || (len(direct) == 1 && direct[0] == "all") {
-			l.addHost(l.inv.Groups["ungrouped"], h)
+		other := false
+		for _, g := range direct {
+			other = other || (g != "all" && g != "ungrouped")
+		}
+		switch {
+		case other && contains(direct, "ungrouped"):
+			// A host listed before any INI section (or under
+			// ungrouped:) that is in a group too leaves ungrouped.
+			ungrouped.Hosts = remove(ungrouped.Hosts, h)
+			l.hostGroups[h] = remove(direct, "ungrouped")
+		case !other && !contains(direct, "ungrouped"):
+			l.addHost(ungrouped, h)
 		}
 	}
 	depth := l.depths()
 	for name, g := range l.inv.Groups {
+		vars := map[string]any{}
 		for k, v := range l.invVars[name] {
-			g.Vars[k] = v
+			vars[k] = v
 		}
-		for k, v := range l.fileVars[name] {
-			g.Vars[k] = v
+		for _, fv := range l.fileVars {
+			for k, v := range fv[name] {
+				vars[k] = v
+			}
 		}
+		g.Vars = unvault(vars, 0).(map[string]any)
 	}
 	for _, name := range l.inv.Order {
 		l.finishHost(l.inv.Hosts[name], depth)
 	}
+	l.inv.groupOrder = l.groupOrder
+	for s := range l.secrets {
+		l.inv.secrets = append(l.inv.secrets, s)
+	}
+	sort.Strings(l.inv.secrets)
+}
+
+func remove(list []string, s string) []string {
+	out := list[:0:0]
+	for _, x := range list {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // depths is each group's longest distance from all, which orders group
@@ -633,6 +795,7 @@ func (l *loader) finishHost(h *Host, depth map[string]int) {
 		up(g)
 	}
 	member["all"] = true
+	h.Groups = h.Groups[:0]
 	for g := range member {
 		h.Groups = append(h.Groups, g)
 	}
@@ -666,18 +829,32 @@ func (l *loader) finishHost(h *Host, depth map[string]int) {
 			vars[k] = v
 		}
 	}
-	// Ansible's default precedence: inventory-file group vars (all
-	// first), then group_vars/ files (all first), then the host's own.
+	// Ansible's default precedence (VariableManager.get_vars): the
+	// inventory sources' vars of all, group_vars/all beside each source
+	// in source order, the inventory vars of the host's other groups
+	// (shallow to deep), their group_vars/ files (source by source, each
+	// shallow to deep), the host's own inventory vars, then host_vars/
+	// beside each source.
 	merge(l.invVars["all"])
+	for _, fv := range l.fileVars {
+		merge(fv["all"])
+	}
 	for _, g := range ordered {
 		merge(l.invVars[g])
 	}
-	merge(l.fileVars["all"])
-	for _, g := range ordered {
-		merge(l.fileVars[g])
+	for _, fv := range l.fileVars {
+		for _, g := range ordered {
+			merge(fv[g])
+		}
 	}
 	merge(l.hostInv[h.Name])
-	merge(l.hostFile[h.Name])
+	for _, hf := range l.hostFile {
+		merge(hf[h.Name])
+	}
+	if l.sawVault {
+		h.list = listForm(vars, 0).(map[string]any)
+		vars = unvault(vars, 0).(map[string]any)
+	}
 	h.Conn = connInfo(h.Name, vars)
 	var names []string
 	for _, g := range h.Groups {

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"nodeconverge/engine/vault"
 )
 
 func loadGood(t *testing.T) *Inventory {
@@ -184,24 +187,27 @@ func TestListJSONNonFinite(t *testing.T) {
 	}
 }
 
+// TestSelect pins a few selections; TestPatternsMatchAnsible compares
+// many more with Ansible. Hosts come in Ansible's order: a group's own
+// hosts, then its children's level by level.
 func TestSelect(t *testing.T) {
 	inv := loadGood(t)
 	tests := []struct {
 		pattern string
 		want    string
 	}{
-		{"all", "bastion nuc1 nuc2 omen omen2 node01 node02 node03 spare"},
-		{"*", "bastion nuc1 nuc2 omen omen2 node01 node02 node03 spare"},
+		{"all", "bastion omen2 nuc2 nuc1 node01 node02 node03 spare omen"},
+		{"*", "bastion omen2 nuc2 nuc1 node01 node02 node03 spare omen"},
 		{"omen", "omen"},
 		{"gpu", "nuc1 nuc2 omen omen2"},
 		{"ungrouped", "bastion"},
-		{"zone_b:zone_a", "nuc1 nuc2 omen2"},
-		{"zone_b,zone_a", "nuc1 nuc2 omen2"},
-		{"omen2,nuc1", "nuc1 omen2"},
+		{"zone_b:zone_a", "omen2 nuc2 nuc1"},
+		{"zone_b,zone_a", "omen2 nuc2 nuc1"},
+		{"omen2,nuc1", "omen2 nuc1"},
 		{"gpu:!zone_b", "nuc1 omen"},
 		{"gpu:&zone_b", "nuc2 omen2"},
 		{"!zone_b:gpu", "nuc1 omen"},
-		{"&gpu:zone_b:zone_a", "nuc1 nuc2 omen2"},
+		{"&gpu:zone_b:zone_a", "omen2 nuc2 nuc1"},
 		{"zone_b:zone_a:&nuc:!nuc2", "nuc1"},
 		{"omen*", "omen omen2"},
 		{"node0?", "node01 node02 node03"},
@@ -213,7 +219,7 @@ func TestSelect(t *testing.T) {
 		{"gpu[-1]", "omen2"},
 		{"gpu[1:2]", "nuc2 omen"},
 		{"rack[2:]", "node03 spare"},
-		{" omen , nuc1 ", "nuc1 omen"},
+		{" omen , nuc1 ", "omen nuc1"},
 		{"nuc1:nuc1:nuc*", "nuc1 nuc2"},
 		{"!gpu", "bastion node01 node02 node03 spare"},
 	}
@@ -369,6 +375,14 @@ func FuzzLoad(f *testing.F) {
 	}
 	f.Add([]byte("a: &x {children: {b: *x}}"))
 	f.Add([]byte("all: {hosts: {'n[1:3]:22': }}"))
+	f.Add([]byte("h1 a=1 b='x y' c=[1,{'k':(2,)}]\n[g]\nn[01:03]:22 v=\"q\\\"\"\n[g:vars]\nx=True # c\n[p:children]\ng\n[p]\n"))
+	for _, p := range []string{"testdata/ini/mixed.ini", "testdata/public/deepops-uncommented/inventory"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// No group_vars/ exists beside this path, so only data matters.
 		inv, err := load("/nonexistent/fuzz/inv.yaml", data)
@@ -394,5 +408,248 @@ func TestSetsProxyCommand(t *testing.T) {
 		if got := SetsProxyCommand(args); got != want {
 			t.Errorf("SetsProxyCommand(%q) = %v, want %v", args, got, want)
 		}
+	}
+}
+
+func vaultOpts(t *testing.T) Options {
+	t.Helper()
+	s, err := vault.ReadPasswordFile(context.Background(), "testdata/vault/password.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Options{Vault: []vault.Secret{s}}
+}
+
+func TestINIValues(t *testing.T) {
+	inv, err := Load("testdata/ini/mixed.ini")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := inv.Hosts["top1"].Vars
+	for k, want := range map[string]any{
+		"a": 1, "b": true, "c": "yes", "d": "quoted str", "e": "x y", "f": 1.5, "g": []any{1, 2},
+		"h": "{k:v}", "i": 16, "j": "01", "k": nil, "l": "true",
+	} {
+		if diff := cmp.Diff(want, v[k]); diff != "" {
+			t.Errorf("top1 %s (-want +got):\n%s", k, diff)
+		}
+	}
+	if got := inv.Hosts["nodea"].Conn.Port; got != 2200 {
+		t.Errorf("nodea port %d", got)
+	}
+	if got := inv.Hosts["node01"].Vars["v4"]; got != 1 {
+		t.Errorf("v4 = %v: a Python comment after a literal is not part of it", got)
+	}
+}
+
+func TestPyLiteral(t *testing.T) {
+	for in, want := range map[string]any{
+		"00": 0, "01.5": 1.5, "1_000": 1000, "0b101": 5, "0o17": 15, "1.": 1.0, ".5e-2": 0.005,
+		`{1: "a", True: 2, None: 3}`: map[string]any{"1": "a", "true": 2, "null": 3},
+		"(1)":                        1, "()": []any{}, "(1,)": []any{1}, `"a" 'b'`: "ab", `r"\d"`: `\d`, `"\d"`: `\d`,
+		`b"x"`: "x", "-1.5": -1.5, "- 2": -2, `"\x41\101\u0041"`: "AAA", "'''t'''": "t",
+		"[1, [2, (3, 4)], {'k': [5]}]": []any{1, []any{2, []any{3, 4}}, map[string]any{"k": []any{5}}},
+		"True":                         true, "None": nil,
+		// Not literals: the text itself.
+		"yes": "yes", "true": "true", "01": "01", "1+2": "1+2", "f'x'": "f'x'", "1j": "1j", "--1": "--1",
+		"-True": "-True", "hello world": "hello world", "[1,": "[1,", "x=1": "x=1", "'a": "'a",
+		"99999999999999999999": "99999999999999999999", `"\N{DASH}"`: `"\N{DASH}"`, "1 2": "1 2",
+	} {
+		got, err := pyLiteral(in)
+		if err != nil {
+			t.Errorf("pyLiteral(%q): %v", in, err)
+			continue
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("pyLiteral(%q) (-want +got):\n%s", in, diff)
+		}
+	}
+	if _, err := pyLiteral("{1, 2}"); err == nil {
+		t.Error("a set literal must be refused")
+	}
+}
+
+func TestShlexSplit(t *testing.T) {
+	for in, want := range map[string][]string{
+		`h x=foo#bar y="a\"b\c" z=a\ b w='q\x'`: {"h", "x=foo"},
+		`h y="a\"b\c" z=a\ b w='q\x' # c`:       {"h", `y=a"b\c`, "z=a b", `w=q\x`},
+		`h e="" f=''`:                           {"h", "e=", "f="},
+		`h a="b c"d`:                            {"h", "a=b cd"},
+	} {
+		got, err := shlexSplit(in)
+		if err != nil {
+			t.Errorf("shlexSplit(%q): %v", in, err)
+			continue
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("shlexSplit(%q) (-want +got):\n%s", in, diff)
+		}
+	}
+	for _, bad := range []string{`h a="b`, `h a='b`, `h a=\`} {
+		if _, err := shlexSplit(bad); err == nil {
+			t.Errorf("shlexSplit(%q): want error", bad)
+		}
+	}
+}
+
+func TestVault(t *testing.T) {
+	inv, err := LoadSources([]string{"testdata/vault/inventory.yml"}, vaultOpts(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1 := inv.Hosts["gpu1"].Vars
+	for k, want := range map[string]any{
+		"registry_password": "registry-pass-0042", "bmc_password": "bmc-pass-for-gpu1",
+		"tokens":      []any{map[string]any{"key": "nested-token-value"}, "plain"},
+		"db_password": "decrypted-from-file", "dcgm_token": "dcgm-token-xyz", "gpu_driver": "550",
+	} {
+		if diff := cmp.Diff(want, g1[k]); diff != "" {
+			t.Errorf("gpu1 %s (-want +got):\n%s", k, diff)
+		}
+	}
+	if got := inv.Hosts["gpu2"].Vars["host_secret"]; got != "host-level-secret-1" {
+		t.Errorf("gpu2 host_secret from an encrypted host_vars file = %v", got)
+	}
+	if got := inv.Groups["all"].Vars["registry_password"]; got != "registry-pass-0042" {
+		t.Errorf("group var = %v", got)
+	}
+	secrets := strings.Join(inv.Secrets(), "\n")
+	for _, s := range []string{"registry-pass-0042", "bmc-pass-for-gpu1", "nested-token-value", "decrypted-from-file", "sudo-secret-77", "host-level-secret-1", "dcgm-token-xyz"} {
+		if !strings.Contains(secrets, s) {
+			t.Errorf("Secrets() lacks %q", s)
+		}
+	}
+	if strings.Contains(secrets, "10.1.0.1") || strings.Contains(secrets, "550") {
+		t.Errorf("Secrets() holds plain values: %v", inv.Secrets())
+	}
+	b, err := inv.ListJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"registry-pass-0042", "bmc-pass-for-gpu1", "nested-token-value"} {
+		if strings.Contains(string(b), s) {
+			t.Errorf("ListJSON shows the inline vaulted value %q", s)
+		}
+	}
+}
+
+func TestVaultErrors(t *testing.T) {
+	_, err := Load("testdata/vault/inventory.yml")
+	if err == nil || !strings.HasPrefix(err.Error(), "testdata/vault/inventory.yml:5:24: vaulted value: no vault password given") {
+		t.Errorf("no password: %v", err)
+	}
+	wrong := Options{Vault: []vault.Secret{{Source: "x", Password: []byte("wrong")}}}
+	_, err = LoadSources([]string{"testdata/vault/inventory.yml"}, wrong)
+	if err == nil || !strings.Contains(err.Error(), "vaulted value: decryption failed") {
+		t.Errorf("wrong password: %v", err)
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "group_vars", "all"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	enc, err := os.ReadFile("testdata/vault/group_vars/all/vault.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "group_vars", "all", "vault.yml"), enc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hosts"), []byte("h1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(filepath.Join(dir, "hosts"))
+	want := filepath.Join(dir, "group_vars", "all", "vault.yml") + ":1:1: vault-encrypted vars file: no vault password given"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("encrypted vars file without password: %v, want %s", err, want)
+	}
+}
+
+func TestINIErrors(t *testing.T) {
+	for _, tt := range []struct{ src, want string }{
+		{"[gpu]\nnode1 ansible_port=x\n", "inv:2: INI: host \"node1\": ansible_port: port \"x\" is not a number"},
+		{"[gpu:foo]\n", "inv:1: INI: section [gpu:foo] has unknown type"},
+		{"[a:children]\nb\n", "inv:2: INI: section [a:children] names group \"b\", which is declared nowhere"},
+		{"[a:vars]\nx=1\n", "inv:1: INI: section [a:vars] is for a group that is declared nowhere"},
+		{"[gpu]\nnode1 novalue\n", "inv:2: INI: expected key=value host variable after host \"node1\", got: novalue"},
+		{"[gpu]\nnode1 a=\"b\n", "inv:2: INI: host line"},
+		{"[gpu]\nnode1:\n", "inv:2: INI: host \"node1:\""},
+		{"[bad group]\n", "inv:1: INI: invalid section [bad group]"},
+		{"[g]\nh\n[g:vars]\nnovalue\n", "inv:4: INI: expected key=value in [g:vars]"},
+		{"[a]\n[b]\n[a:children]\nb\n[b:children]\na\n", "inv:6: INI: group cycle"},
+		{"[g]\nh v={1,2}\n", "inv:2: INI: host \"h\": v: a Python set literal"},
+	} {
+		_, err := load("inv", []byte(tt.src))
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%q: error %v, want prefix %q", tt.src, err, tt.want)
+		}
+	}
+}
+
+// TestINIPendingChildren: a child group may be declared after the
+// [parent:children] that names it.
+func TestINIPendingChildren(t *testing.T) {
+	inv, err := load("inv", []byte("[k8s:children]\ngpu\ncpu\n\n[gpu]\ng1\n\n[cpu:children]\narm\n\n[arm]\na1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"gpu", "cpu"}, inv.Groups["k8s"].Children); diff != "" {
+		t.Errorf("k8s children (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"all", "arm", "cpu", "k8s"}, inv.Hosts["a1"].Groups); diff != "" {
+		t.Errorf("a1 groups (-want +got):\n%s", diff)
+	}
+}
+
+func TestFormatErrors(t *testing.T) {
+	// A YAML file that is neither: the YAML error, with why INI failed.
+	_, err := load("x.yaml", []byte("all:\n  hosts:\n\tomen:\n"))
+	if err == nil || !strings.Contains(err.Error(), "not INI either: line 1") {
+		t.Errorf("tab: %v", err)
+	}
+	// An INI-looking file that is neither: the INI error first.
+	_, err = load("x.yaml", []byte("[gpu]\nnode1 a=\"b\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "x.yaml:2: INI: host line") {
+		t.Errorf("ini: %v", err)
+	}
+	_, err = load("x.yaml", []byte("plugin: aws_ec2\nregions: [x]\n"))
+	if err == nil || !strings.Contains(err.Error(), "inventory plugin configuration (plugin: aws_ec2)") {
+		t.Errorf("plugin: %v", err)
+	}
+	if _, err := LoadSources([]string{t.TempDir()}, Options{}); err == nil || !strings.Contains(err.Error(), "holds no inventory file") {
+		t.Errorf("empty dir: %v", err)
+	}
+	script := filepath.Join(t.TempDir(), "ec2.py")
+	if err := os.WriteFile(script, []byte("#!/usr/bin/env python3\nprint('{}')\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(script); err == nil || !strings.Contains(err.Error(), "executable inventory script") {
+		t.Errorf("script: %v", err)
+	}
+}
+
+func TestDirectoryRules(t *testing.T) {
+	inv, err := Load("testdata/dir")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"never1", "never2", "never3", "never4", "never5"} {
+		if _, ok := inv.Hosts[h]; ok {
+			t.Errorf("host %s from an ignored file was read", h)
+		}
+	}
+	v := inv.Hosts["node01"].Vars
+	if v["who"] != "all-dir-2" || v["from_all_yml"] != nil {
+		t.Errorf("group_vars/all.yml must be hidden by group_vars/all/: who=%v from_all_yml=%v", v["who"], v["from_all_yml"])
+	}
+	if v["gpu_yml"] != 1 || v["gpu_yaml"] != nil {
+		t.Errorf("only the first of gpu.yml/gpu.yaml is read: %v %v", v["gpu_yml"], v["gpu_yaml"])
+	}
+	for _, name := range []string{"x", "a.ini", "b.txt", ".h", "group_vars", "host_vars", "c~", "d.retry", "e.cfg"} {
+		if name != "x" && !IgnoredInDirectory(name) {
+			t.Errorf("%s must be ignored", name)
+		}
+	}
+	if IgnoredInDirectory("hosts.yml") || IgnoredInDirectory("hosts") {
+		t.Error("hosts.yml and hosts are inventory files")
 	}
 }

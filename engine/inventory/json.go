@@ -12,13 +12,23 @@ var magicVars = map[string]bool{"inventory_hostname": true, "group_names": true}
 
 // ListJSON renders the inventory as `ansible-inventory --list` does: every
 // group that has hosts or children, "all" with its children, and the merged
-// vars of every host that has any under _meta.hostvars.
+// vars of every host that has any under _meta.hostvars. An inline
+// vaulted value is shown as {"__ansible_vault": envelope}, as
+// ansible-inventory shows it; a value from a vault-encrypted vars file is
+// shown decrypted, as ansible-inventory shows it too.
 func (inv *Inventory) ListJSON() ([]byte, error) {
 	out := map[string]any{}
 	hostvars := map[string]any{}
 	for _, name := range inv.Order {
+		h := inv.Hosts[name]
+		src := h.Vars
+		if h.list != nil {
+			// Inline vaulted values as ansible-inventory prints them:
+			// the envelope, never the plaintext.
+			src = h.list
+		}
 		vars := map[string]any{}
-		for k, v := range inv.Hosts[name].Vars {
+		for k, v := range src {
 			if !magicVars[k] {
 				vars[k] = v
 			}

@@ -8,17 +8,21 @@ import (
 	"nodeconverge/engine/yamlx"
 )
 
-// Error is a problem in an inventory file, located by the YAML node that
-// caused it so the user can jump straight to it.
+// Error is a problem in an inventory file, located by the YAML node or
+// INI line that caused it so the user can jump straight to it.
 type Error struct {
 	File      string
 	Line, Col int
 	Msg       string
 }
 
-// Error formats the problem as "file:line:col: msg", the form editors and
+// Error formats the problem as "file:line:col: msg" ("file:line: msg"
+// when the column is not known, as in INI files), the form editors and
 // terminals turn into links.
 func (e *Error) Error() string {
+	if e.Col == 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
 	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
 }
 

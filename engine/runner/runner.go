@@ -93,7 +93,7 @@ func limitSet(inv *inventory.Inventory, pattern string) (map[string]bool, error)
 	if pattern == "" {
 		return nil, nil
 	}
-	hs, err := inv.Select(pattern)
+	hs, err := inv.SelectLimit(pattern)
 	if err != nil {
 		return nil, fmt.Errorf("--limit: %w", err)
 	}
