@@ -192,6 +192,8 @@ func fleetFlags(c *cobra.Command, o *app.Fleet) *pflag.FlagSet {
 	f.StringVar(&o.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 	f.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "record unknown host keys (a changed key is always refused)")
 	f.StringVar(&o.SSHConfig, "ssh-config", "", "ssh config file (default ~/.ssh/config)")
+	f.StringVarP(&o.Connection, "connection", "c", "", "how to reach every host: ssh or local (default: each host's ansible_connection, else ssh)")
+	f.StringVar(&o.HostRoot, "host-root", "", "the node's root as mounted in this container (e.g. /host): run locally, chrooted into it (pull mode in a privileged pod)")
 	f.StringArrayVar(&o.Redact, "redact", nil, "also redact this key (a name such as client_secret, or a dotted key path); repeatable")
 	must(c.MarkFlagRequired("inventory"))
 	return f

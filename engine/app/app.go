@@ -43,6 +43,13 @@ type Fleet struct {
 	KnownHosts        string
 	SSHConfig         string
 	AcceptNewHostKeys bool
+	// Connection, when set ("ssh" or "local"), overrides every host's
+	// ansible_connection (-c/--connection).
+	Connection string
+	// HostRoot, when set, is the node's root as this process sees it (a
+	// privileged container mounting the host's / at it): every host is
+	// reached locally, chrooted into HostRoot (--host-root).
+	HostRoot string
 	// Redact lists more credential keys (names or dotted key paths).
 	Redact []string
 }
@@ -101,15 +108,60 @@ type ApplyOptions struct {
 	Stderr io.Writer
 }
 
-// Dialer returns the runner's Dial function: one SSH connection per host,
-// with the inventory's connection variables.
-func Dialer(opts sshconn.Options) func(ctx context.Context, h *inventory.Host, become bool) (transport.Conn, error) {
+// Dialer returns the runner's Dial function: one connection per host, SSH
+// unless the host's ansible_connection (or -c, or --host-root) says local.
+func (f Fleet) Dialer() func(ctx context.Context, h *inventory.Host, become bool) (transport.Conn, error) {
+	opts := f.ssh()
 	return func(ctx context.Context, h *inventory.Host, become bool) (transport.Conn, error) {
+		kind, err := f.connection(h)
+		if err != nil {
+			return nil, err
+		}
+		if kind == "local" {
+			lo := transport.LocalOptions{Root: f.HostRoot}
+			if become {
+				lo.BecomeUser = h.Conn.BecomeUser
+				if lo.BecomeUser == "" {
+					lo.BecomeUser = "root"
+				}
+			}
+			return transport.DialLocal(h.Name, lo)
+		}
 		if inventory.SetsProxyCommand(h.Conn.CommonArgs) {
 			return nil, fmt.Errorf("%s: ansible_ssh_common_args sets ProxyCommand, a shell command, which nodeconverge does not take from inventory variables; set ProxyCommand in the ssh config (--ssh-config) or use ProxyJump (-J)", h.Name)
 		}
 		return sshconn.Dial(ctx, opts, Target(h, become))
 	}
+}
+
+// checkConnection refuses a -c value before any host is touched.
+func (f Fleet) checkConnection() error {
+	switch f.Connection {
+	case "", "ssh", "local":
+		return nil
+	}
+	return fmt.Errorf("--connection %q: nodeconverge connects with ssh or local", f.Connection)
+}
+
+// connection is how h is reached: "ssh" or "local". --host-root means the
+// node is this machine's host, so it is always local; then -c; then the
+// host's ansible_connection, where Ansible's other names for SSH count as
+// SSH and a plugin nodeconverge does not have is refused by name.
+func (f Fleet) connection(h *inventory.Host) (string, error) {
+	if f.HostRoot != "" {
+		return "local", nil
+	}
+	c, from := f.Connection, "--connection"
+	if c == "" {
+		c, from = h.Conn.Connection, "ansible_connection"
+	}
+	switch c {
+	case "", "ssh", "smart", "paramiko", "ansible.builtin.ssh", "ansible.builtin.paramiko_ssh", "paramiko_ssh":
+		return "ssh", nil
+	case "local", "ansible.builtin.local":
+		return "local", nil
+	}
+	return "", fmt.Errorf("%s: %s %q is not a connection nodeconverge has (ssh or local)", h.Name, from, c)
 }
 
 // Target maps an inventory host to an SSH target.
@@ -125,6 +177,9 @@ func Target(h *inventory.Host, become bool) sshconn.Target {
 // the run could not start; it maps to exit code 1.
 func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	redact.Add(o.Redact...)
+	if err := o.checkConnection(); err != nil {
+		return report.ExitFailed, err
+	}
 	inv, err := o.LoadInventory(ctx)
 	if err != nil {
 		return report.ExitFailed, err
@@ -142,11 +197,10 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	if out == nil {
 		out = os.Stdout
 	}
-	ssh := o.ssh()
 	ropts := runner.Options{
 		Check: o.Check, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra, Timeout: o.Timeout,
 		InterruptGrace: o.InterruptGrace, Abort: o.Abort,
-		Dial: Dialer(ssh), IsUnreachable: sshconn.IsUnreachable,
+		Dial: o.Dialer(), IsUnreachable: sshconn.IsUnreachable,
 		HostOptions: transport.HostOptions{StateDir: o.StateDir},
 		Observer:    observer(o, out),
 	}

@@ -46,6 +46,9 @@ type HostExplanation struct {
 // effective config. It changes nothing: it only ever holds a Reader.
 func Explain(ctx context.Context, o ExplainOptions) (int, error) {
 	redact.Add(o.Redact...)
+	if err := o.checkConnection(); err != nil {
+		return report.ExitFailed, err
+	}
 	inv, err := o.LoadInventory(ctx)
 	if err != nil {
 		return report.ExitFailed, err
@@ -67,7 +70,7 @@ func Explain(ctx context.Context, o ExplainOptions) (int, error) {
 	if o.Forks <= 0 {
 		o.Forks = 20
 	}
-	dial := Dialer(o.ssh())
+	dial := o.Dialer()
 	out := make([]HostExplanation, len(hosts))
 	sem := make(chan struct{}, o.Forks)
 	var wg sync.WaitGroup

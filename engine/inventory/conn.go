@@ -32,6 +32,7 @@ func connInfo(name string, vars map[string]any) ConnInfo {
 	}
 	c.BecomeUser = firstString(vars, "ansible_become_user")
 	c.CommonArgs = firstString(vars, "ansible_ssh_common_args")
+	c.Connection = firstString(vars, "ansible_connection")
 	c.ProxyJump = proxyJump(c.CommonArgs)
 	return c
 }

@@ -38,6 +38,9 @@ type ConnInfo struct {
 	BecomeUser string // ansible_become_user
 	ProxyJump  string // parsed out of CommonArgs ("-o ProxyJump=…" or "-J …")
 	CommonArgs string // ansible_ssh_common_args, verbatim
+	// Connection is ansible_connection as written, "" when unset; the
+	// caller maps it onto a transport (ssh, local) and refuses the rest.
+	Connection string
 }
 
 // Host is one inventory host with its vars already merged.
@@ -486,7 +489,7 @@ func checkConnVar(name string, v any) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	case "ansible_host", "ansible_ssh_host", "ansible_user", "ansible_ssh_user", "ansible_become_user",
-		"ansible_ssh_private_key_file", "ansible_private_key_file", "ansible_ssh_common_args":
+		"ansible_ssh_private_key_file", "ansible_private_key_file", "ansible_ssh_common_args", "ansible_connection":
 		switch v.(type) {
 		case string, int, float64:
 		default:

@@ -98,7 +98,11 @@ func (h *Host) Stats() Stats {
 // run sends s and returns its records, checking that the script got to its
 // end record.
 func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *CmdResult, error) {
-	text, stdin, err := s.build(h.opts.StateDir)
+	holder := 0
+	if hc, ok := h.conn.(HolderConn); ok {
+		holder = hc.HolderPID()
+	}
+	text, stdin, err := s.build(h.opts.StateDir, holder)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %s: %w", h.Host(), what, err)
 	}

@@ -6,21 +6,49 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// local runs scripts with this machine's sh. It exists so the remote scripts
-// and the modules built on them can be tested against a real shell and real
-// files without SSH.
+// local runs the node-side scripts on this machine: pull mode
+// (`ansible_connection: local`, `-c local`), a host-root run from a
+// privileged container (Root set), and the tests of the scripts and modules.
 type local struct {
 	name string
 	// shell is the program run as `<shell> -s`; tests set it to check
 	// the scripts under more than one shell.
 	shell string
+	// root, when not "", is the node's root directory as this process
+	// sees it; every script runs chrooted into it.
+	root string
+	// sudoUser, when not "", runs every script through `sudo -n -u`.
+	sudoUser string
+	// env, when not nil, replaces the controller's environment.
+	env []string
 }
+
+// LocalOptions configure a local connection.
+type LocalOptions struct {
+	// Root is the node's root filesystem as seen from here, for a run in
+	// a privileged container that mounts the host's / (the toolkit
+	// container's --host-root, for instance /host). Scripts run chrooted
+	// into it, so every path, the node's own containerd and its systemctl
+	// are the node's. "" runs on this machine's own root.
+	Root string
+	// BecomeUser runs the scripts as that user through `sudo -n` when it
+	// is not the current user; "" runs them as the current user.
+	BecomeUser string
+}
+
+// NodePath is the PATH a host-root run gives the node's shell: the
+// container's own PATH names the container's binaries, not the node's.
+const NodePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // NewLocal returns a Conn that runs `sh -s` on this machine, feeding it the
 // script and then stdin exactly as an SSH connection would.
@@ -28,20 +56,84 @@ func NewLocal(name string) Conn {
 	return &local{name: name, shell: "sh"}
 }
 
+// DialLocal returns a local connection for host name with o. It checks
+// what it can before any script runs: that Root is a directory holding
+// /bin/sh, that this process may chroot, and that the root's /proc shows
+// this process (the host's PID namespace, hostPID in Kubernetes), without
+// which the node lock could not tell whether this run is alive.
+func DialLocal(name string, o LocalOptions) (Conn, error) {
+	l := &local{name: name, shell: "sh"}
+	if o.BecomeUser != "" {
+		cur, err := user.Current()
+		if err != nil {
+			return nil, fmt.Errorf("%s: become %s: current user: %w", name, o.BecomeUser, err)
+		}
+		if cur.Username != o.BecomeUser {
+			l.sudoUser = o.BecomeUser
+		}
+	}
+	if o.Root == "" {
+		return l, nil
+	}
+	root, err := filepath.Abs(o.Root)
+	if err != nil {
+		return nil, fmt.Errorf("%s: host root %s: %w", name, o.Root, err)
+	}
+	if fi, err := os.Stat(root); err != nil {
+		return nil, fmt.Errorf("%s: host root: %w", name, err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("%s: host root %s is not a directory", name, root)
+	}
+	if _, err := os.Stat(filepath.Join(root, "bin/sh")); err != nil {
+		return nil, fmt.Errorf("%s: host root %s has no /bin/sh: %w", name, root, err)
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("%s: host root %s: chroot needs root (running as uid %d)", name, root, os.Geteuid())
+	}
+	self, err := os.Readlink(filepath.Join(root, "proc/self"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: host root %s: its /proc is not mounted: %w", name, root, err)
+	}
+	if self != strconv.Itoa(os.Getpid()) {
+		return nil, fmt.Errorf("%s: host root %s: its /proc shows another PID namespace (this process is %d here, %s there); run in the host's PID namespace (hostPID: true)", name, root, os.Getpid(), self)
+	}
+	l.root = root
+	l.env = []string{"PATH=" + NodePath, "HOME=/root", "LC_ALL=C"}
+	return l, nil
+}
+
 // localWaitDelay bounds how long Run waits for a cancelled script's children
 // to close their output before the pipes are closed under them.
 const localWaitDelay = 5 * time.Second
 
 func (l *local) Run(ctx context.Context, script string, stdin []byte) (*CmdResult, error) {
-	cmd := exec.CommandContext(ctx, l.shell, "-s")
+	argv := []string{l.shell, "-s"}
+	if l.sudoUser != "" {
+		// The user name is one argv word: no shell sees it.
+		argv = append([]string{"sudo", "-n", "-u", l.sudoUser, "--"}, argv...)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdin = io.MultiReader(strings.NewReader(script), bytes.NewReader(stdin))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
+	cmd.Env = l.env
 	// Own process group, and SIGTERM on cancel rather than SIGKILL: the
 	// script's EXIT trap must get to remove its temporary directory, and
 	// the commands it started must go too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if l.root != "" {
+		// The kernel's chroot before exec: the shell, and every program
+		// it starts, is the node's. exec.Command resolved argv[0]
+		// against this machine's PATH; inside the root it is the node's.
+		cmd.Path = "/bin/" + argv[0]
+		if argv[0] == "sudo" {
+			cmd.Path = "/usr/bin/sudo"
+		}
+		cmd.Err = nil
+		cmd.SysProcAttr.Chroot = l.root
+		cmd.Dir = "/"
+	}
 	cmd.Cancel = func() error {
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 	}
@@ -63,12 +155,16 @@ func (l *local) Run(ctx context.Context, script string, stdin []byte) (*CmdResul
 			}
 		}
 	default:
-		return res, fmt.Errorf("%s: run %s -s: %w", l.name, l.shell, err)
+		return res, fmt.Errorf("%s: run %s: %w", l.name, strings.Join(argv, " "), err)
 	}
 	return res, nil
 }
 
 func (l *local) Name() string { return l.name }
+
+// HolderPID is this process: a local script's shell is its child, and the
+// run lives exactly as long as it does.
+func (l *local) HolderPID() int { return os.Getpid() }
 
 // Close has nothing to release: every Run is its own process.
 func (l *local) Close() error { return nil }

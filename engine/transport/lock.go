@@ -22,10 +22,11 @@ import (
 // descriptor open.
 //
 // Liveness: the owner file names the process that holds the run's
-// connection on the node: the nearest ancestor of the script's shell whose
-// comm starts with "sshd" (the per-connection sshd, or sshd-session on
-// OpenSSH 9.8+), or, when there is none (a local connection, as in tests),
-// the shell's parent, which is the controller itself. That process lives
+// connection on the node. A local or host-root connection (HolderConn)
+// names it: the controller itself. Over SSH it is the nearest ancestor of
+// the script's shell whose comm starts with "sshd" (the per-connection
+// sshd, or sshd-session on OpenSSH 9.8+), or, when there is none, the
+// shell's parent. That process lives
 // exactly as long as the controller's connection: when the controller exits
 // or is SIGKILLed, the TCP connection closes and the sshd process exits. A
 // holder whose process is gone (no /proc/<pid>/stat, a zombie, a different

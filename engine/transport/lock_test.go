@@ -177,3 +177,78 @@ func TestLockRefusesForeignRunID(t *testing.T) {
 		t.Fatal("lock with another run's owner succeeded")
 	}
 }
+
+// holderConn is a connection that names its holder, as a local or host-root
+// connection does, even though an sshd-named process sits above the
+// script's shell (an operator who started pull mode from an SSH session).
+type holderConn struct{ argvConn }
+
+func (holderConn) HolderPID() int { return os.Getpid() }
+
+// TestLockHolderNamedByConnection: a connection that names its holder ties
+// the lock to that process, not to the nearest sshd: the fake sshd exits
+// after the round trip, yet the lock stays held while this (controller)
+// process lives.
+func TestLockHolderNamedByConnection(t *testing.T) {
+	ctx := context.Background()
+	state := filepath.Join(t.TempDir(), "state")
+	c := holderConn{fakeSSHD(t)}
+	h := NewHost(c, HostOptions{RunID: "pull-run", StateDir: state})
+	l, err := h.Lock(ctx, true, NewLockOwner("pull-run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Owner.HolderPID != os.Getpid() {
+		t.Fatalf("holder = %d %q, want this process %d", l.Owner.HolderPID, l.Owner.HolderComm, os.Getpid())
+	}
+	other := newTestHost(t, "sh", HostOptions{RunID: "other-run", StateDir: state})
+	_, err = other.Lock(ctx, true, NewLockOwner("other-run"))
+	var held *LockHeldError
+	if !errors.As(err, &held) || held.Owner.RunID != "pull-run" {
+		t.Fatalf("second run got %v, want the lock held by pull-run", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDialLocalRefusesBadHostRoot: a host root without a shell, or whose
+// /proc is another PID namespace's, is refused before any script runs.
+func TestDialLocalRefusesBadHostRoot(t *testing.T) {
+	noShell := t.TempDir()
+	if _, err := DialLocal("n1", LocalOptions{Root: noShell}); err == nil || !strings.Contains(err.Error(), "has no /bin/sh") {
+		t.Errorf("root without /bin/sh: err = %v", err)
+	}
+	otherPID := t.TempDir()
+	for _, d := range []string{"bin", "proc"} {
+		if err := os.Mkdir(filepath.Join(otherPID, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/bin/sh", filepath.Join(otherPID, "bin/sh")); err != nil {
+		t.Fatal(err)
+	}
+	// What a container's own /proc shows a process that is PID 1 there.
+	if err := os.Symlink("1", filepath.Join(otherPID, "proc/self")); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 {
+		t.Fatalf("this test needs root (chroot), as CI runs it")
+	}
+	if _, err := DialLocal("n1", LocalOptions{Root: otherPID}); err == nil || !strings.Contains(err.Error(), "hostPID") {
+		t.Errorf("root with another PID namespace's /proc: err = %v", err)
+	}
+	// The machine's own root is a valid host root: scripts run chrooted
+	// into it, and the node lock names this process.
+	c, err := DialLocal("n1", LocalOptions{Root: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Run(context.Background(), "readlink /proc/self/root; echo $PATH", nil)
+	if err != nil || !res.OK() {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	if got := string(res.Stdout); got != "/\n"+NodePath+"\n" {
+		t.Errorf("chrooted shell printed %q", got)
+	}
+}

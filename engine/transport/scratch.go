@@ -52,6 +52,16 @@ const scratchPrelude = `_nc_lstat() {
 	eval "_nc_lstart=\${20}"
 }
 _nc_lholder() {
+	if [ -n "${_nc_hold:-}" ]; then
+		_nc_lstat "$_nc_hold" || {
+			echo "nodeconverge: the controller process $_nc_hold is not in this node's /proc (a host root needs the host's PID namespace)" >&2
+			return 1
+		}
+		_nc_hp=$_nc_hold
+		_nc_hc=$_nc_lc
+		_nc_hs=$_nc_lstart
+		return 0
+	fi
 	_nc_p=$$
 	_nc_hp=
 	_nc_lfirst=

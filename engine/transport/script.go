@@ -389,12 +389,16 @@ func (s *script) cmd(i int, c Cmd) error {
 
 // build returns the script text and its stdin.
 // stateDir is the node's state directory, under which the script's private
-// directory is made.
-func (s *script) build(stateDir string) (string, []byte, error) {
+// directory is made. holder, when not 0, is the process the connection's
+// life is tied to (HolderConn); 0 lets the node find its sshd.
+func (s *script) build(stateDir string, holder int) (string, []byte, error) {
 	var text strings.Builder
 	text.WriteString(prelude)
 	text.WriteString(scratchPrelude)
 	fmt.Fprintf(&text, "_nc_td=%s\n", ShellQuote(path.Join(stateDir, ScratchDirName)))
+	if holder > 0 {
+		fmt.Fprintf(&text, "_nc_hold=%d\n", holder)
+	}
 	text.WriteString(mainHead)
 	var stdin bytes.Buffer
 	if len(s.blobs) > 0 {

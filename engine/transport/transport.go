@@ -29,6 +29,17 @@ type Conn interface {
 	Close() error
 }
 
+// HolderConn is a Conn whose node-side shells are children of the
+// controller itself (a local or host-root connection) rather than of an
+// sshd. HolderPID is the process, as the node's /proc shows it, whose life
+// is the connection's: the node lock and the scripts' private directories
+// are tied to it, so an operator's own SSH session around the run (pull
+// mode started by hand) does not keep a dead run's lock alive.
+type HolderConn interface {
+	Conn
+	HolderPID() int
+}
+
 // CmdResult is what a remote command printed and how it ended.
 type CmdResult struct {
 	Stdout   []byte `json:"-"`
