@@ -325,6 +325,10 @@ func TestSourcesMatchAnsible(t *testing.T) {
 		{sources: []string{"testdata/dir"}},
 		{sources: []string{"testdata/dir", "testdata/multi/b/hosts"}},
 		{sources: []string{"testdata/vault/inventory.yml"}, vault: true},
+		// Host lists (Ansible's host_list plugin): ansible-pull's idiom.
+		{sources: []string{"localhost,"}},
+		{sources: []string{"a, b:2222 ,10.0.0.1"}},
+		{sources: []string{"node9,", "testdata/ini/mixed.ini"}},
 	} {
 		if tt.vault {
 			compareSources(t, tt.sources, "testdata/vault/password.txt", pw)
@@ -376,5 +380,16 @@ func TestPublicCorpus(t *testing.T) {
 			}
 			compareSources(t, []string{inv}, pw, opts)
 		})
+	}
+}
+
+// TestHostListRefusesVariables: a host list is hosts only; text that would
+// be a variable or a second word is refused, never read as INI vars.
+func TestHostListRefusesVariables(t *testing.T) {
+	for _, list := range []string{"a ansible_host=evil,", "a=1,b", "node'x,"} {
+		_, err := LoadSources([]string{list}, Options{})
+		if err == nil || !strings.Contains(err.Error(), "host list") {
+			t.Errorf("%q: err = %v, want a host list error", list, err)
+		}
 	}
 }

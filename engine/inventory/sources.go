@@ -3,9 +3,11 @@ package inventory
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -66,6 +68,9 @@ func (l *loader) source(path string, depth int) (int, error) {
 		return 0, fmt.Errorf("inventory directory %s: nested too deep", path)
 	}
 	st, err := os.Stat(path)
+	if err != nil && depth == 0 && strings.Contains(path, ",") && errors.Is(err, fs.ErrNotExist) {
+		return 1, l.hostList(path)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("read inventory %s: %w", path, err)
 	}
@@ -97,6 +102,31 @@ func (l *loader) source(path string, depth int) (int, error) {
 		n += k
 	}
 	return n, nil
+}
+
+// hostList reads `-i 'node1,node2:2222,'` as Ansible's host_list plugin
+// does: a source that is no existing path and holds a comma is a list of
+// hosts (host or host:port, no ranges, no variables), all in ungrouped.
+// `-c local -i localhost,` is how a node converges itself (ansible-pull's
+// idiom).
+func (l *loader) hostList(list string) error {
+	l.file = "host list " + strconv.Quote(list)
+	for _, h := range strings.Split(list, ",") {
+		h = strings.TrimSpace(h)
+		if h == "" {
+			continue
+		}
+		fail := func(format string, a ...any) error {
+			return fmt.Errorf("inventory host list %q: host %q: %s", list, h, fmt.Sprintf(format, a...))
+		}
+		if strings.ContainsAny(h, " \t=\"'") || strings.Contains(h, "[") && !strings.HasPrefix(h, "[") {
+			return fail("a host list names hosts only (host or host:port), without variables or ranges")
+		}
+		if err := l.iniHostLine("ungrouped", h, fail); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseFile reads one inventory file. The format is told by the content,
