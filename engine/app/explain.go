@@ -7,8 +7,8 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"sync"
 
+	"nodeconverge/engine/fanout"
 	"nodeconverge/engine/inventory"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/redact"
@@ -72,21 +72,12 @@ func Explain(ctx context.Context, o ExplainOptions) (int, error) {
 	}
 	dial := o.Dialer()
 	out := make([]HostExplanation, len(hosts))
-	sem := make(chan struct{}, o.Forks)
-	var wg sync.WaitGroup
-	for i, h := range hosts {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			out[i] = explainHost(ctx, dial, h, o)
-			if out[i].Explanation != nil {
-				out[i].Declared = containerdsettings.Explain(out[i].Explanation, declared[h.Name])
-			}
-		}()
-	}
-	wg.Wait()
+	fanout.Each(o.Forks, hosts, func(i int, h *inventory.Host) {
+		out[i] = explainHost(ctx, dial, h, o)
+		if out[i].Explanation != nil {
+			out[i].Declared = containerdsettings.Explain(out[i].Explanation, declared[h.Name])
+		}
+	})
 	code := report.ExitOK
 	for _, e := range out {
 		if e.Error != "" {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 
+	"nodeconverge/engine/fanout"
 	"nodeconverge/engine/inventory"
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/overlay"
@@ -488,7 +489,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 // many failed (as max_fail_percentage counts them), and reports each failure under one heading.
 func (r *runner) planBatch(ctx context.Context, p *playbook.Play, active []*hostState, become *bool) ([]*hostState, int) {
 	refusals := make([]*report.TaskResult, len(active))
-	forEach(r.o.Forks, active, func(i int, s *hostState) {
+	fanout.Each(r.o.Forks, active, func(i int, s *hostState) {
 		start := time.Now()
 		t := p.Tasks[0]
 		tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Args: r.args[t][s.host.Name], Notify: t.Notify}
@@ -596,7 +597,7 @@ func (r *runner) rollbackUnfinished(ctx context.Context, p *playbook.Play, activ
 		r.o.Observer.TaskStart("roll back hosts the stopped play left half way", false)
 	}
 	results := make([]*report.TaskResult, len(undo))
-	forEach(r.o.Forks, undo, func(i int, s *hostState) {
+	fanout.Each(r.o.Forks, undo, func(i int, s *hostState) {
 		tr := &report.TaskResult{Play: p.Name, Task: "roll back", Host: s.host.Name, Status: report.Failed, Msg: why}
 		r.rollback(ctx, s, tr)
 		s.out = true
@@ -669,7 +670,7 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 		}
 	}
 	results := make([]*report.TaskResult, len(hs))
-	forEach(r.o.Forks, hs, func(i int, s *hostState) {
+	fanout.Each(r.o.Forks, hs, func(i int, s *hostState) {
 		start := time.Now()
 		tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Handler: t.Handler,
 			Args: args[s.host.Name], Notify: t.Notify, NoLog: t.NoLog}

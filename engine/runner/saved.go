@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"nodeconverge/engine/fanout"
 	"nodeconverge/engine/inventory"
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/playbook"
@@ -47,7 +48,7 @@ func ApplySaved(ctx context.Context, inv *inventory.Inventory, sp *savedplan.Pla
 	for _, hp := range todo {
 		r.run.Touch(hp.Host)
 	}
-	forEach(o.Forks, todo, func(_ int, hp *savedplan.HostPlan) {
+	fanout.Each(o.Forks, todo, func(_ int, hp *savedplan.HostPlan) {
 		results := r.applyHost(work, hp)
 		// One host's steps print together, not interleaved.
 		emit.Lock()
