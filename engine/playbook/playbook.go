@@ -9,6 +9,7 @@
 package playbook
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -86,6 +87,22 @@ type loader struct {
 	// noLogSet marks the tasks that set no_log themselves; the others
 	// take their play's.
 	noLogSet map[*Task]bool
+	// errs are every problem found so far: the loader goes on after a
+	// problem so one run lists them all.
+	errs []*Error
+}
+
+// add records a problem and goes on.
+func (l *loader) add(err error) {
+	if err == nil {
+		return
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		l.errs = append(l.errs, e)
+		return
+	}
+	l.errs = append(l.errs, &Error{Pos: Pos{File: l.file, Line: 1, Col: 1}, Msg: err.Error()})
 }
 
 // Load reads and validates a playbook.
@@ -97,7 +114,9 @@ func Load(path string) ([]*Play, error) {
 	return load(path, data)
 }
 
-// load parses playbook text that was read from path.
+// load parses playbook text that was read from path. It goes on past a
+// problem and returns every problem it found (an *Errors), each at its
+// file:line:col, so a playbook written for Ansible is fixed in one pass.
 func load(path string, data []byte) ([]*Play, error) {
 	doc, err := parseYAML(path, data)
 	if err != nil {
@@ -113,22 +132,40 @@ func load(path string, data []byte) ([]*Play, error) {
 	l := &loader{file: path, notifyAt: map[*Task][]*yaml.Node{}, noLogSet: map[*Task]bool{}}
 	var plays []*Play
 	for _, item := range root.Content {
-		p, err := l.play(item)
-		if err != nil {
-			return nil, err
+		if p := l.play(item); p != nil {
+			plays = append(plays, p)
 		}
-		plays = append(plays, p)
 	}
-	if len(plays) == 0 {
-		return nil, nodeErr(path, root, "playbook has no plays")
+	if len(root.Content) == 0 {
+		l.add(nodeErr(path, root, "playbook has no plays"))
+	}
+	if err := l.err(); err != nil {
+		return nil, err
 	}
 	return plays, nil
 }
 
-func (l *loader) play(n *yaml.Node) (*Play, error) {
+// err is every problem found, nil when there is none; a single problem is
+// returned as its *Error.
+func (l *loader) err() error {
+	switch len(l.errs) {
+	case 0:
+		return nil
+	case 1:
+		return l.errs[0]
+	}
+	sort.SliceStable(l.errs, func(i, j int) bool {
+		a, b := l.errs[i].Pos, l.errs[j].Pos
+		return a.Line < b.Line || a.Line == b.Line && a.Col < b.Col
+	})
+	return &Errors{List: l.errs}
+}
+
+func (l *loader) play(n *yaml.Node) *Play {
 	v := yamlx.Deref(n)
 	if v == nil || v.Kind != yaml.MappingNode {
-		return nil, nodeErr(l.file, n, "a play must be a mapping with hosts and tasks, got %s", yamlx.KindName(v))
+		l.add(nodeErr(l.file, n, "a play must be a mapping with hosts and tasks, got %s", yamlx.KindName(v)))
+		return nil
 	}
 	p := &Play{Pos: posOf(l.file, v), File: l.file, Vars: map[string]any{}}
 	seen := map[string]bool{}
@@ -138,68 +175,58 @@ func (l *loader) play(n *yaml.Node) (*Play, error) {
 		k, val := v.Content[i], v.Content[i+1]
 		key, err := l.key(k, seen)
 		if err != nil {
-			return nil, err
+			l.add(err)
+			continue
 		}
 		switch key {
 		case "name":
-			if p.Name, err = l.str(val, "play name"); err != nil {
-				return nil, err
-			}
+			p.Name, err = l.str(val, "play name")
 		case "hosts":
-			if p.Hosts, err = l.hosts(val); err != nil {
-				return nil, err
-			}
+			p.Hosts, err = l.hosts(val)
 			hostsSeen = true
 		case "vars":
-			if p.Vars, err = l.vars(val); err != nil {
-				return nil, err
+			if p.Vars, err = l.vars(val); p.Vars == nil {
+				p.Vars = map[string]any{}
 			}
 		case "become":
-			b, err := l.boolean(val, "become")
-			if err != nil {
-				return nil, err
+			var b bool
+			if b, err = l.boolean(val, "become"); err == nil {
+				p.Become = &b
 			}
-			p.Become = &b
 		case "no_log":
-			if p.NoLog, err = l.noLog(val); err != nil {
-				return nil, err
-			}
+			p.NoLog, err = l.noLog(val)
 		case "gather_facts":
-			b, err := l.boolean(val, "gather_facts")
-			if err != nil {
-				return nil, err
-			}
-			if b {
-				return nil, nodeErr(l.file, val, "gather_facts: nodeconverge does not gather facts (modules read what they need from the node); set gather_facts: false or remove the key")
+			var b bool
+			if b, err = l.boolean(val, "gather_facts"); err == nil && b {
+				err = nodeErr(l.file, val, "gather_facts: nodeconverge does not gather facts (modules read what they need from the node); set gather_facts: false or remove the key")
 			}
 		case "serial":
-			if p.Serial, err = l.serial(val); err != nil {
-				return nil, err
-			}
+			p.Serial, err = l.serial(val)
 		case "max_fail_percentage":
-			f, err := l.percentage(val)
-			if err != nil {
-				return nil, err
+			var f float64
+			if f, err = l.percentage(val); err == nil {
+				p.MaxFailPercentage = &f
 			}
-			p.MaxFailPercentage = &f
 		case "tasks":
 			tasksNode = val
 		case "handlers":
 			handlersNode = val
 		default:
-			return nil, nodeErr(l.file, k, "unknown play key %q%s", key, yamlx.DidYouMean(key, playKeys))
+			if hint, ok := playKeywordHints[key]; ok {
+				err = nodeErr(l.file, k, "play keyword %q is %s", key, hint)
+			} else {
+				err = nodeErr(l.file, k, "unknown play key %q%s", key, yamlx.DidYouMean(key, playKeys))
+				// A misspelt hosts is the one problem, not two.
+				hostsSeen = hostsSeen || yamlx.Suggest(key, playKeys) == "hosts"
+			}
 		}
+		l.add(err)
 	}
 	if !hostsSeen {
-		return nil, nodeErr(l.file, v, "play %q has no hosts: add `hosts: <pattern>`", p.Name)
+		l.add(nodeErr(l.file, v, "play %q has no hosts: add `hosts: <pattern>`", p.Name))
 	}
-	var err error
-	if p.Handlers, err = l.tasks(handlersNode, true); err != nil {
-		return nil, err
-	}
-	if p.Tasks, err = l.tasks(tasksNode, false); err != nil {
-		return nil, err
-	}
+	p.Handlers = l.tasks(handlersNode, true)
+	p.Tasks = l.tasks(tasksNode, false)
 	for _, t := range p.AllTasks() {
 		if !l.noLogSet[t] {
 			t.NoLog = p.NoLog
@@ -225,10 +252,10 @@ func (l *loader) play(n *yaml.Node) (*Play, error) {
 			if s := yamlx.Suggest(name, handlerNames); s != "" {
 				hint = fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			return nil, nodeErr(l.file, l.notifyAt[t][i], "notify: no handler named %q%s", name, hint)
+			l.add(nodeErr(l.file, l.notifyAt[t][i], "notify: no handler named %q%s", name, hint))
 		}
 	}
-	return p, nil
+	return p
 }
 
 func quoteAll(ss []string) []string {
@@ -400,70 +427,54 @@ func (l *loader) percentage(n *yaml.Node) (float64, error) {
 	return f, nil
 }
 
-func (l *loader) tasks(n *yaml.Node, handler bool) ([]*Task, error) {
+// tasks reads a list of tasks or handlers; a task with problems is
+// reported and left out.
+func (l *loader) tasks(n *yaml.Node, handler bool) []*Task {
 	what := "tasks"
 	if handler {
 		what = "handlers"
 	}
 	v := yamlx.Deref(n)
 	if yamlx.IsNull(v) {
-		return nil, nil
+		return nil
 	}
 	if v.Kind != yaml.SequenceNode {
-		return nil, nodeErr(l.file, n, "%s must be a list, got %s", what, yamlx.KindName(v))
+		l.add(nodeErr(l.file, n, "%s must be a list, got %s", what, yamlx.KindName(v)))
+		return nil
 	}
 	var out []*Task
 	for _, item := range v.Content {
-		t, err := l.task(item, handler)
-		if err != nil {
-			return nil, err
+		if t := l.task(item, handler); t != nil {
+			out = append(out, t)
 		}
-		out = append(out, t)
 	}
-	return out, nil
+	return out
 }
 
-func (l *loader) task(n *yaml.Node, handler bool) (*Task, error) {
+// task reads one task; it returns nil when the task has a problem (every
+// problem is recorded).
+func (l *loader) task(n *yaml.Node, handler bool) *Task {
 	v := yamlx.Deref(n)
 	if v == nil || v.Kind != yaml.MappingNode {
-		return nil, nodeErr(l.file, n, "a task must be a mapping with a name and one module, got %s", yamlx.KindName(v))
+		l.add(nodeErr(l.file, n, "a task must be a mapping with a name and one module, got %s", yamlx.KindName(v)))
+		return nil
 	}
+	before := len(l.errs)
 	t := &Task{Pos: posOf(l.file, v), Handler: handler}
 	seen := map[string]bool{}
 	var modKey, modVal *yaml.Node
-	var err error
+	// refused says a key already stood for the module or the structure
+	// (an unsupported module, block:), so "no module" would say nothing new.
+	refused := false
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, val := v.Content[i], v.Content[i+1]
 		key, err := l.key(k, seen)
 		if err != nil {
-			return nil, err
+			l.add(err)
+			continue
 		}
-		switch key {
-		case "name":
-			if t.Name, err = l.str(val, "task name"); err != nil {
-				return nil, err
-			}
-			continue
-		case "notify":
-			if t.Notify, l.notifyAt[t], err = l.stringList(val, "notify", false); err != nil {
-				return nil, err
-			}
-			continue
-		case "tags":
-			if t.Tags, _, err = l.stringList(val, "tags", true); err != nil {
-				return nil, err
-			}
-			continue
-		case "timeout":
-			if t.Timeout, err = l.timeout(val); err != nil {
-				return nil, err
-			}
-			continue
-		case "no_log":
-			if t.NoLog, err = l.noLog(val); err != nil {
-				return nil, err
-			}
-			l.noLogSet[t] = true
+		if done, err := l.taskKeyword(t, key, k, val); done {
+			l.add(err)
 			continue
 		}
 		name := key
@@ -473,24 +484,62 @@ func (l *loader) task(n *yaml.Node, handler bool) (*Task, error) {
 			}
 		}
 		if _, ok := module.Lookup(name); !ok {
-			return nil, l.unknownTaskKey(k, key, modKey != nil)
+			switch hint, kw := taskKeywordHints[key]; {
+			case kw:
+				l.add(nodeErr(l.file, k, "task keyword %q is %s", key, hint))
+				refused = refused || key == "block" || key == "local_action"
+			case moduleHint(key) != "":
+				l.add(nodeErr(l.file, k, "module %q is %s", key, moduleHint(key)))
+				refused = true
+			default:
+				l.add(l.unknownTaskKey(k, key, modKey != nil))
+			}
+			continue
 		}
 		if modKey != nil {
-			return nil, nodeErr(l.file, k, "%s has two modules, %q and %q: a task runs exactly one module; split it into two tasks", taskLabel(t), t.Module, name)
+			l.add(nodeErr(l.file, k, "%s has two modules, %q and %q: a task runs exactly one module; split it into two tasks", taskLabel(t), t.Module, name))
+			continue
 		}
 		modKey, modVal, t.Module = k, val, name
 	}
 	label := taskLabel(t)
-	if modKey == nil {
-		return nil, nodeErr(l.file, v, "%s has no module: add one of %s", label, strings.Join(module.Names(), ", "))
+	if modKey == nil && !refused && len(l.errs) == before {
+		l.add(nodeErr(l.file, v, "%s has no module: add one of %s", label, strings.Join(module.Names(), ", ")))
 	}
 	if handler && t.Name == "" {
-		return nil, nodeErr(l.file, v, "handler needs a name: notify finds handlers by name")
+		l.add(nodeErr(l.file, v, "handler needs a name: notify finds handlers by name"))
 	}
-	if t.Args, err = l.args(t, modKey, modVal); err != nil {
-		return nil, err
+	if modKey != nil {
+		var err error
+		if t.Args, err = l.args(t, modKey, modVal); err != nil {
+			l.add(err)
+		}
 	}
-	return t, nil
+	if len(l.errs) != before || modKey == nil {
+		return nil
+	}
+	return t
+}
+
+// taskKeyword reads one of the task keywords nodeconverge runs; done is
+// false when key is not one of them.
+func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool, err error) {
+	switch key {
+	case "name":
+		t.Name, err = l.str(val, "task name")
+	case "notify":
+		t.Notify, l.notifyAt[t], err = l.stringList(val, "notify", false)
+	case "tags":
+		t.Tags, _, err = l.stringList(val, "tags", true)
+	case "timeout":
+		t.Timeout, err = l.timeout(val)
+	case "no_log":
+		t.NoLog, err = l.noLog(val)
+		l.noLogSet[t] = true
+	default:
+		return false, nil
+	}
+	return true, err
 }
 
 // unknownTaskKey words the error by what the key most likely was meant to

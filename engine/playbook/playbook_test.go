@@ -499,3 +499,43 @@ func TestNoLog(t *testing.T) {
 		t.Errorf("templated no_log: err = %v", err)
 	}
 }
+
+// TestEveryProblemAtOnce: a playbook written for Ansible with five
+// different unsupported things (a play's roles, two modules, two task
+// keywords) and two typos is refused with all seven, each at its
+// file:line:col, with the nodeconverge way where there is one, and in
+// the order of the file.
+func TestEveryProblemAtOnce(t *testing.T) {
+	path := "testdata/bad/five_unsupported.yaml"
+	_, err := Load(path)
+	if err == nil {
+		t.Fatal("Load accepted a playbook with seven problems")
+	}
+	want := []string{
+		path + `:4:3: play keyword "roles" is not supported: put the role's tasks (and handlers) in the play`,
+		path + `:8:7: module "lineinfile" is not supported: nodeconverge owns whole files; use copy (content or src) or template with the whole file`,
+		path + `:12:7: module "ansible.builtin.apt" is not supported: nodeconverge does not manage packages`,
+		path + `:18:7: task keyword "delegate_to" is not supported: every task runs on the host it converges`,
+		path + `:19:7: task keyword "block" is not supported: list the tasks in the play`,
+		path + `:24:9: task "typo in an argument": copy_t: unknown argument "dset" (did you mean dest?)`,
+		path + `:26:7: unknown module "coppy" (did you mean copy_t?)`,
+	}
+	lines := strings.Split(err.Error(), "\n")
+	t.Logf("%s", err)
+	if len(lines) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%s", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("problem %d:\n got  %s\n want %s...", i+1, lines[i], w)
+		}
+	}
+	var list *Errors
+	if !errors.As(err, &list) || len(list.List) != len(want) {
+		t.Errorf("err is %T, want *Errors with %d entries", err, len(want))
+	}
+	var first *Error
+	if !errors.As(err, &first) || first.Pos.Line != 4 {
+		t.Errorf("errors.As(*Error) = %v, want the first problem (line 4)", first)
+	}
+}
