@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"nodeconverge/engine/jinja"
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/yamlx"
 )
@@ -53,7 +54,7 @@ func (l *loader) args(t *Task, modKey, val *yaml.Node) (*yaml.Node, error) {
 	}
 	// Every problem of the arguments is recorded, not only the first.
 	before := len(l.errs)
-	l.checkTemplates(t, args, 0)
+	l.checkTemplates(t, args, 0, false)
 	l.checkKeys(t, yamlx.Deref(args), reflect.TypeOf(m.NewArgs()), "", 0)
 	a := yamlx.Deref(args)
 	templated := false
@@ -241,7 +242,7 @@ func (l *loader) argHint(t *Task, name string, names []string) string {
 
 // checkTemplates parses every template in the arguments so syntax errors
 // surface at load time, not on the first host.
-func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int) {
+func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int, shell bool) {
 	n = yamlx.Deref(n)
 	if n == nil || depth > 100 {
 		return
@@ -251,13 +252,35 @@ func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int) {
 		return
 	}
 	if n.Kind == yaml.ScalarNode {
-		if _, err := parseTemplate(n.Value); err != nil {
+		if !jinja.Has(n.Value) {
+			return
+		}
+		tpl, err := parseTemplate(n.Value)
+		if err != nil {
 			l.add(nodeErr(l.file, n, "%s: %s: %v", taskLabel(t), t.Module, err))
+			return
+		}
+		if shell {
+			if err := tpl.Plain(); err != nil {
+				l.add(nodeErr(l.file, n, "%s: %s: %v", taskLabel(t), t.Module, err))
+			}
 		}
 		return
 	}
-	for _, c := range n.Content {
-		l.checkTemplates(t, c, depth+1)
+	var shellKeys map[string]bool
+	if depth == 0 && n.Kind == yaml.MappingNode {
+		if m, ok := module.Lookup(t.Module); ok {
+			if st, ok := m.(module.ShellTemplated); ok {
+				shellKeys = map[string]bool{}
+				for _, k := range st.ShellTemplatedArgs() {
+					shellKeys[k] = true
+				}
+			}
+		}
+	}
+	for i, c := range n.Content {
+		sh := shell || (i%2 == 1 && shellKeys[yamlx.Deref(n.Content[i-1]).Value])
+		l.checkTemplates(t, c, depth+1, sh)
 	}
 }
 
@@ -281,7 +304,7 @@ func hasTemplate(n *yaml.Node, depth int) bool {
 		return false
 	}
 	if n.Kind == yaml.ScalarNode {
-		return strings.Contains(n.Value, "{{")
+		return jinja.Has(n.Value)
 	}
 	for _, c := range n.Content {
 		if hasTemplate(c, depth+1) {

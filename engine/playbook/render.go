@@ -1,18 +1,17 @@
 package playbook
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"nodeconverge/engine/inputs"
+	"nodeconverge/engine/jinja"
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
 	"nodeconverge/engine/yamlx"
@@ -20,46 +19,10 @@ import (
 
 var varNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-var exprRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$`)
-
-// segment is a piece of a templated string: literal text or a variable.
-type segment struct {
-	lit  string
-	name string // set for a variable
-}
-
-// parseTemplate splits s into literal text and {{ name }} references. Only
-// plain (optionally dotted) names are supported: anything Jinja would
-// compute is refused rather than passed through half-understood.
-func parseTemplate(s string) ([]segment, error) {
-	var out []segment
-	for {
-		i := strings.Index(s, "{{")
-		for _, stmt := range []string{"{%", "{#"} {
-			if j := strings.Index(s, stmt); j >= 0 && (i < 0 || j < i) {
-				return nil, fmt.Errorf("Jinja statements and comments (%s) are not supported; only {{ name }}", stmt)
-			}
-		}
-		if i < 0 {
-			if s != "" {
-				out = append(out, segment{lit: s})
-			}
-			return out, nil
-		}
-		if i > 0 {
-			out = append(out, segment{lit: s[:i]})
-		}
-		end := strings.Index(s[i+2:], "}}")
-		if end < 0 {
-			return nil, fmt.Errorf("unclosed {{ in %q", s)
-		}
-		expr := strings.TrimSpace(s[i+2 : i+2+end])
-		if !exprRe.MatchString(expr) {
-			return nil, fmt.Errorf("unsupported template expression {{ %s }}: only plain variable names like {{ name }} or {{ a.b }} are supported", expr)
-		}
-		out = append(out, segment{name: expr})
-		s = s[i+2+end+2:]
-	}
+// parseTemplate parses s as a Jinja2 template (engine/jinja): syntax,
+// filters and tests are checked here, variables when it renders.
+func parseTemplate(s string) (*jinja.Template, error) {
+	return jinja.Parse(s)
 }
 
 // maxNodes bounds the rendered argument tree, which aliases to large
@@ -129,7 +92,7 @@ func (r *renderer) subst(n *yaml.Node, depth int) (*yaml.Node, error) {
 	c := *n
 	c.Anchor = ""
 	if n.Kind == yaml.ScalarNode {
-		if !strings.Contains(n.Value, "{{") {
+		if !jinja.Has(n.Value) {
 			return &c, nil
 		}
 		return r.scalar(n)
@@ -152,34 +115,35 @@ func (r *renderer) subst(n *yaml.Node, depth int) (*yaml.Node, error) {
 }
 
 func (r *renderer) scalar(n *yaml.Node) (*yaml.Node, error) {
-	segs, err := parseTemplate(n.Value)
+	tpl, err := parseTemplate(n.Value)
 	if err != nil {
 		return nil, nodeErr(r.file, n, "%v", err)
 	}
-	if len(segs) == 1 && segs[0].name != "" && !r.quote {
-		v, err := r.lookup(n, segs[0].name)
+	if r.quote {
+		// Shell text: each substitution is one quoted word.
+		out, err := tpl.Quoted(r.vars, transport.ShellQuote)
 		if err != nil {
-			return nil, err
+			return nil, r.renderErr(n, err)
 		}
-		return r.valueNode(n, v)
+		return typedText(n, out), nil
 	}
-	var b strings.Builder
-	for _, s := range segs {
-		if s.name == "" {
-			b.WriteString(s.lit)
-			continue
-		}
-		v, err := r.lookup(n, s.name)
-		if err != nil {
-			return nil, err
-		}
-		if r.quote {
-			b.WriteString(transport.ShellQuote(toText(v)))
-			continue
-		}
-		b.WriteString(toText(v))
+	v, err := tpl.Value(r.vars)
+	if err != nil {
+		return nil, r.renderErr(n, err)
 	}
-	return typedText(n, b.String()), nil
+	return r.valueNode(n, v)
+}
+
+var undefinedRe = regexp.MustCompile(`^undefined variable "([^".]+)"$`)
+
+// renderErr places a template's error at its node and suggests the
+// nearest variable for an undefined one.
+func (r *renderer) renderErr(n *yaml.Node, err error) error {
+	msg := err.Error()
+	if m := undefinedRe.FindStringSubmatch(msg); m != nil {
+		msg += quotedSuggestion(m[1], keysOf(r.vars))
+	}
+	return nodeErr(r.file, n, "%s", msg)
 }
 
 // typedText makes a scalar whose YAML type follows its text, so "80" can
@@ -215,34 +179,6 @@ func setPos(n *yaml.Node, line, col, depth int) {
 	}
 }
 
-func (r *renderer) lookup(at *yaml.Node, name string) (any, error) {
-	parts := strings.Split(name, ".")
-	cur, ok := r.vars[parts[0]]
-	if !ok {
-		return nil, nodeErr(r.file, at, "undefined variable %q%s", parts[0], quotedSuggestion(parts[0], keysOf(r.vars)))
-	}
-	for i, p := range parts[1:] {
-		prefix := strings.Join(parts[:i+1], ".")
-		switch c := cur.(type) {
-		case map[string]any:
-			next, ok := c[p]
-			if !ok {
-				return nil, nodeErr(r.file, at, "undefined variable %q: %s has no key %q%s", name, prefix, p, quotedSuggestion(p, keysOf(c)))
-			}
-			cur = next
-		case []any:
-			idx, err := strconv.Atoi(p)
-			if err != nil || idx < 0 || idx >= len(c) {
-				return nil, nodeErr(r.file, at, "undefined variable %q: %s is a list of %d items, %q is not an index", name, prefix, len(c), p)
-			}
-			cur = c[idx]
-		default:
-			return nil, nodeErr(r.file, at, "undefined variable %q: %s is not a mapping", name, prefix)
-		}
-	}
-	return cur, nil
-}
-
 func keysOf(m map[string]any) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -257,24 +193,6 @@ func quotedSuggestion(word string, candidates []string) string {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return ""
-}
-
-// toText renders a value inside a larger string: scalars as they read,
-// lists and mappings as JSON.
-func toText(v any) string {
-	switch t := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return t
-	case bool, int, int64, uint64, float64:
-		return fmt.Sprint(t)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
 }
 
 // MergeVars merges var layers, later layers winning per top-level name
