@@ -145,6 +145,12 @@ type Result struct {
 	Msg     string       `json:"msg,omitempty"`
 	// Output is a command's output when the task is a command.
 	Output string `json:"output,omitempty"`
+	// RC, Stdout and Stderr are a command's exit status and output, kept
+	// apart for `register:` (result.rc, result.stdout); RC is nil for a
+	// module that ran no command. They are not part of the report.
+	RC     *int   `json:"-"`
+	Stdout string `json:"-"`
+	Stderr string `json:"-"`
 }
 
 // Hash is the fingerprint used in plans: hex SHA-256, "" for nil.

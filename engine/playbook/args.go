@@ -260,6 +260,7 @@ func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int, shell bool) {
 			l.add(nodeErr(l.file, n, "%s: %s: %v", taskLabel(t), t.Module, err))
 			return
 		}
+		t.argNames = append(t.argNames, tpl.Names()...)
 		if shell {
 			if err := tpl.Plain(); err != nil {
 				l.add(nodeErr(l.file, n, "%s: %s: %v", taskLabel(t), t.Module, err))

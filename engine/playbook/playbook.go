@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"nodeconverge/engine/inputs"
+	"nodeconverge/engine/jinja"
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/yamlx"
 )
@@ -48,6 +49,45 @@ type Task struct {
 	// every view (Ansible's `no_log:`); set on the task or inherited from
 	// its play.
 	NoLog bool
+	// When are the task's conditions (Ansible's `when:`, a list is and);
+	// the task runs on a host only when every one is true there.
+	When []*Cond
+	// ChangedWhen and FailedWhen, when set, decide the task's changed and
+	// failed status from its result (and its registered variable).
+	ChangedWhen []*Cond
+	FailedWhen  []*Cond
+	// Register names the variable the task's result is kept under for the
+	// later tasks of the host (rc, stdout, stderr, changed, failed...).
+	Register string
+	// IgnoreErrors keeps a host in the play when the task fails there;
+	// the failure is counted as ignored.
+	IgnoreErrors bool
+	// Become is the task's `become:`, nil when it does not say; the play
+	// folds it into its own (one connection per host).
+	Become *bool
+	// Vars are the task's own vars, above the play's.
+	Vars map[string]any
+	// argNames are the variables the arguments' templates read.
+	argNames []string
+}
+
+// Cond is one parsed condition of when:, changed_when: or failed_when:.
+type Cond struct {
+	Expr *jinja.Expr
+	Src  string
+	Pos  Pos
+}
+
+// Names are the variables the task's conditions and arguments read.
+func (t *Task) Names() []string {
+	var out []string
+	for _, cs := range [][]*Cond{t.When, t.ChangedWhen, t.FailedWhen} {
+		for _, c := range cs {
+			out = append(out, c.Expr.Names()...)
+		}
+	}
+	out = append(out, t.argNames...)
+	return out
 }
 
 // Play is one play of a playbook.
@@ -73,7 +113,7 @@ func (p *Play) AllTasks() []*Task {
 
 var playKeys = []string{"become", "gather_facts", "handlers", "hosts", "max_fail_percentage", "name", "no_log", "serial", "tasks", "vars"}
 
-var taskKeys = []string{"name", "no_log", "notify", "tags", "timeout"}
+var taskKeys = []string{"become", "become_user", "changed_when", "failed_when", "ignore_errors", "name", "no_log", "notify", "register", "tags", "timeout", "vars", "when"}
 
 // fqcnPrefix is accepted in front of module names so playbooks written for
 // Ansible ("ansible.builtin.copy") load unchanged.
@@ -232,6 +272,7 @@ func (l *loader) play(n *yaml.Node) *Play {
 			t.NoLog = p.NoLog
 		}
 	}
+	l.foldBecome(p)
 	handlers := map[string]bool{}
 	var handlerNames []string
 	for _, h := range p.Handlers {
@@ -256,6 +297,39 @@ func (l *loader) play(n *yaml.Node) *Play {
 		}
 	}
 	return p
+}
+
+// foldBecome makes a task's become: the play's: a host's tasks run over
+// one connection, which becomes root or not for all of them. A task that
+// says become: true makes a play that does not say otherwise become; a
+// play whose tasks disagree is refused at the task that disagrees.
+func (l *loader) foldBecome(p *Play) {
+	var yes, no *Task
+	for _, t := range p.AllTasks() {
+		switch {
+		case t.Become == nil:
+		case *t.Become && yes == nil:
+			yes = t
+		case !*t.Become && no == nil:
+			no = t
+		}
+	}
+	switch {
+	case yes != nil && (no != nil || p.Become != nil && !*p.Become):
+		other := "the play says become: false"
+		if no != nil {
+			other = fmt.Sprintf("%s says become: false", taskLabel(no))
+		}
+		l.add(&Error{Pos: yes.Pos, Msg: fmt.Sprintf("%s says become: true and %s: nodeconverge runs a host's tasks over one connection, which becomes root for all of them or for none; split the play in two", taskLabel(yes), other)})
+	case yes != nil:
+		b := true
+		p.Become = &b
+	case no != nil && p.Become != nil && *p.Become:
+		l.add(&Error{Pos: no.Pos, Msg: fmt.Sprintf("%s says become: false in a play that becomes root: nodeconverge runs a host's tasks over one connection; split the play in two", taskLabel(no))})
+	case no != nil && p.Become == nil:
+		b := false
+		p.Become = &b
+	}
 }
 
 func quoteAll(ss []string) []string {
@@ -536,10 +610,75 @@ func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool,
 	case "no_log":
 		t.NoLog, err = l.noLog(val)
 		l.noLogSet[t] = true
+	case "when":
+		t.When, err = l.conds(val, "when")
+	case "changed_when":
+		t.ChangedWhen, err = l.conds(val, "changed_when")
+	case "failed_when":
+		t.FailedWhen, err = l.conds(val, "failed_when")
+	case "register":
+		t.Register, err = l.str(val, "register")
+		if err == nil && !varNameRe.MatchString(t.Register) {
+			err = nodeErr(l.file, val, "register: %q is not a variable name (letters, digits and _)", t.Register)
+		}
+	case "ignore_errors":
+		t.IgnoreErrors, err = l.boolean(val, "ignore_errors")
+	case "become":
+		var b bool
+		if b, err = l.boolean(val, "become"); err == nil {
+			t.Become = &b
+		}
+	case "become_user":
+		var u string
+		if u, err = l.str(val, "become_user"); err == nil && u != "root" {
+			err = nodeErr(l.file, val, "become_user: %q: a task becomes root or no one (nodeconverge runs a host's tasks over one connection); run as another user with command (argv: [runuser, -u, %s, --, ...])", u, u)
+		}
+	case "vars":
+		t.Vars, err = l.vars(val)
 	default:
 		return false, nil
 	}
 	return true, err
+}
+
+// conds reads a condition: a bare Jinja2 expression, a boolean, or a list
+// of them (all must hold).
+func (l *loader) conds(n *yaml.Node, what string) ([]*Cond, error) {
+	v := yamlx.Deref(n)
+	if yamlx.IsNull(v) {
+		return nil, nil
+	}
+	items := []*yaml.Node{v}
+	if v.Kind == yaml.SequenceNode {
+		items = v.Content
+	}
+	var out []*Cond
+	var errs []error
+	for _, it := range items {
+		s := yamlx.Deref(it)
+		if s == nil || s.Kind != yaml.ScalarNode || yamlx.IsNull(s) {
+			errs = append(errs, nodeErr(l.file, it, "%s: each condition must be an expression, got %s", what, yamlx.KindName(s)))
+			continue
+		}
+		src := s.Value
+		switch s.ShortTag() {
+		case "!!bool":
+			src = map[bool]string{true: "True", false: "False"}[strings.EqualFold(src, "true") || strings.EqualFold(src, "yes") || strings.EqualFold(src, "on")]
+		}
+		e, err := jinja.ParseExpr(src)
+		if err != nil {
+			errs = append(errs, nodeErr(l.file, it, "%s: %v", what, err))
+			continue
+		}
+		out = append(out, &Cond{Expr: e, Src: s.Value, Pos: posOf(l.file, it)})
+	}
+	if len(errs) > 0 {
+		for _, e := range errs[1:] {
+			l.add(e)
+		}
+		return nil, errs[0]
+	}
+	return out, nil
 }
 
 // unknownTaskKey words the error by what the key most likely was meant to

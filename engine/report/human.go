@@ -221,6 +221,9 @@ func (h *Human) Done(r *Run) {
 		rc := r.Recap[host]
 		fmt.Fprintf(h.W, "%-*s : ok=%d changed=%d unreachable=%d failed=%d skipped=%d",
 			width, host, rc.OK, rc.Changed, rc.Unreachable, rc.Failed, rc.Skipped)
+		if rc.Ignored > 0 {
+			fmt.Fprintf(h.W, " ignored=%d", rc.Ignored)
+		}
 		if why, ok := r.NotAttempted[host]; ok {
 			fmt.Fprintf(h.W, "  not attempted: %s", redact.Text(why))
 		}
