@@ -181,6 +181,14 @@ type Restorer interface {
 	Restore(ctx context.Context, h transport.Writer, p *Plan) (string, error)
 }
 
+// ImperativePlanner is implemented by a module only some of whose plans
+// are imperative: running them does not make the next Check come back
+// empty (file's state: touch, which changes the times on every run, as in
+// Ansible). The runner does not re-check such a step after applying it.
+type ImperativePlanner interface {
+	ImperativePlan(p *Plan) bool
+}
+
 // ShellTemplated is implemented by a module some of whose arguments are
 // shell text (the `shell` module's cmd). In the named top-level arguments
 // every {{ }} substitution is inserted as one shell-quoted word, so a value

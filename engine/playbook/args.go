@@ -3,6 +3,7 @@ package playbook
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
@@ -85,6 +86,9 @@ func (l *loader) validateStatic(t *Task, m module.Module, args *yaml.Node) error
 		if err := decodeArgs(l.file, args, a); err != nil {
 			return prefixErr(err, fmt.Sprintf("%s: %s: ", taskLabel(t), t.Module))
 		}
+	}
+	if b, ok := a.(interface{ SetBaseDir(string) }); ok && t.Pos.File != "" {
+		b.SetBaseDir(filepath.Dir(t.Pos.File))
 	}
 	if err := a.Validate(); err != nil {
 		return &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: %s: %v", taskLabel(t), t.Module, err)}

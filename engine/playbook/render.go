@@ -71,6 +71,11 @@ func (t *Task) Render(vars map[string]any) (module.Args, error) {
 	if b, ok := args.(interface{ SetBaseDir(string) }); ok && t.Pos.File != "" {
 		b.SetBaseDir(filepath.Dir(t.Pos.File))
 	}
+	// A module that renders files of its own (template) gets the host's
+	// variables.
+	if v, ok := args.(interface{ SetVars(map[string]any) }); ok {
+		v.SetVars(vars)
+	}
 	if err := args.Validate(); err != nil {
 		return nil, &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: %s: %v", taskLabel(t), t.Module, err)}
 	}

@@ -229,6 +229,11 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 			return
 		}
 	}
+	if ip, ok := m.(module.ImperativePlanner); ok && ip.ImperativePlan(plan) {
+		// Its effect is the same on every run (touch): nothing to
+		// re-check, nothing unknown left behind.
+		return
+	}
 	if isImperative(m) {
 		// What a command did is unknown: the rest of the play is
 		// planned again, on the node as it is now, before its next write.
