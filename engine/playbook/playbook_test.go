@@ -540,3 +540,32 @@ func TestEveryProblemAtOnce(t *testing.T) {
 		t.Errorf("errors.As(*Error) = %v, want the first problem (line 4)", first)
 	}
 }
+
+func TestSelectTags(t *testing.T) {
+	mk := func(tags ...string) *Task { return &Task{Name: fmt.Sprint(tags), Tags: tags} }
+	p := &Play{Tasks: []*Task{mk(), mk("a"), mk("b", "c"), mk("always"), mk("never"), mk("never", "a")}}
+	names := func(only, skip []string) []string {
+		var out []string
+		for _, t := range SelectTags([]*Play{p}, only, skip)[0].Tasks {
+			out = append(out, t.Name)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		only, skip, want []string
+	}{
+		{nil, nil, []string{"[]", "[a]", "[b c]", "[always]"}},
+		{[]string{"a"}, nil, []string{"[a]", "[always]", "[never a]"}},
+		{[]string{"all"}, nil, []string{"[]", "[a]", "[b c]", "[always]"}},
+		{nil, []string{"c"}, []string{"[]", "[a]", "[always]"}},
+		{[]string{"untagged"}, nil, []string{"[]", "[always]"}},
+		{[]string{"a"}, []string{"always"}, []string{"[a]", "[never a]"}},
+	} {
+		if diff := cmp.Diff(tc.want, names(tc.only, tc.skip)); diff != "" {
+			t.Errorf("--tags %v --skip-tags %v (-want +got):\n%s", tc.only, tc.skip, diff)
+		}
+	}
+	if len(p.Tasks) != 6 {
+		t.Error("SelectTags changed the loaded play")
+	}
+}
