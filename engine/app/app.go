@@ -78,7 +78,7 @@ type ApplyOptions struct {
 	// ListHosts, ListTasks and SyntaxCheck print what ansible-playbook's
 	// flags of the same names print and run nothing.
 	ListHosts, ListTasks, SyntaxCheck bool
-	Stdout io.Writer
+	Stdout                            io.Writer
 	// Stderr gets the live "TASK [x]: done/total hosts" line when it is a
 	// terminal; nil or anything else gets nothing.
 	Stderr io.Writer

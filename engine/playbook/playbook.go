@@ -3,9 +3,14 @@
 // Everything that can be checked before touching a node is checked at Load:
 // play and task keys, module names against the module registry, every
 // argument key against the module's Args struct, the types of arguments that
-// hold no template, and that every notify names a handler. Arguments with
-// templates are checked again per host by Task.Render. Every error names
-// file:line:col, and no input makes the loader panic.
+// hold no template, Jinja2 syntax and filters (engine/jinja), conditions
+// (when, changed_when, failed_when), and that every notify names a handler.
+// Arguments with templates are checked again per host by Task.Render.
+//
+// Load goes on past a problem and returns every problem of the playbook at
+// once (*Errors), each naming file:line:col and, for what Ansible has and
+// nodeconverge does not run (lineinfile, apt, block, roles...), the
+// nodeconverge way to say it (hints.go). No input makes the loader panic.
 package playbook
 
 import (
@@ -536,7 +541,7 @@ func (l *loader) task(n *yaml.Node, handler bool) *Task {
 	before := len(l.errs)
 	t := &Task{Pos: posOf(l.file, v), Handler: handler}
 	seen := map[string]bool{}
-	var modKey, modVal *yaml.Node
+	var modKey, modVal, argsKey, argsVal *yaml.Node
 	// refused says a key already stood for the module or the structure
 	// (an unsupported module, block:), so "no module" would say nothing new.
 	refused := false
@@ -545,6 +550,12 @@ func (l *loader) task(n *yaml.Node, handler bool) *Task {
 		key, err := l.key(k, seen)
 		if err != nil {
 			l.add(err)
+			continue
+		}
+		if key == "args" {
+			// Ansible's args: more of the module's arguments (a
+			// free-form command's creates:, chdir:).
+			argsKey, argsVal = k, val
 			continue
 		}
 		if done, err := l.taskKeyword(t, key, k, val); done {
@@ -583,6 +594,12 @@ func (l *loader) task(n *yaml.Node, handler bool) *Task {
 	if handler && t.Name == "" {
 		l.add(nodeErr(l.file, v, "handler needs a name: notify finds handlers by name"))
 	}
+	if modKey != nil && argsKey != nil {
+		var err error
+		if modVal, err = l.mergeArgs(modVal, argsKey, argsVal); err != nil {
+			l.add(err)
+		}
+	}
 	if modKey != nil {
 		var err error
 		if t.Args, err = l.args(t, modKey, modVal); err != nil {
@@ -593,6 +610,33 @@ func (l *loader) task(n *yaml.Node, handler bool) *Task {
 		return nil
 	}
 	return t
+}
+
+// mergeArgs adds the mapping of a task's args: to its module's arguments
+// (a free-form string becomes cmd).
+func (l *loader) mergeArgs(modVal, argsKey, argsVal *yaml.Node) (*yaml.Node, error) {
+	a := yamlx.Deref(argsVal)
+	if yamlx.IsNull(a) {
+		return modVal, nil
+	}
+	if a.Kind != yaml.MappingNode {
+		return modVal, nodeErr(l.file, argsVal, "args must be a mapping of the module's arguments, got %s", yamlx.KindName(a))
+	}
+	m := yamlx.Deref(modVal)
+	out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: argsKey.Line, Column: argsKey.Column}
+	switch {
+	case yamlx.IsNull(m):
+	case m.Kind == yaml.ScalarNode:
+		out.Line, out.Column = m.Line, m.Column
+		out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "cmd", Line: m.Line, Column: m.Column}, m)
+	case m.Kind == yaml.MappingNode:
+		out.Line, out.Column = m.Line, m.Column
+		out.Content = append(out.Content, m.Content...)
+	default:
+		return modVal, nodeErr(l.file, modVal, "arguments must be a mapping or a free-form string, got %s", yamlx.KindName(m))
+	}
+	out.Content = append(out.Content, a.Content...)
+	return out, nil
 }
 
 // taskKeyword reads one of the task keywords nodeconverge runs; done is

@@ -569,3 +569,72 @@ func TestSelectTags(t *testing.T) {
 		t.Error("SelectTags changed the loaded play")
 	}
 }
+
+// TestTaskKeywordsLoad: args: merges into a free-form command, conditions
+// parse (a list is and, a bare boolean is one), become folds into the
+// play, and bad ones are refused at their place.
+func TestTaskKeywordsLoad(t *testing.T) {
+	load := func(body string) ([]*Play, error) {
+		p := filepath.Join(t.TempDir(), "play.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return Load(p)
+	}
+	plays, err := load(`- hosts: all
+  tasks:
+    - name: c
+      command_t: ls /x
+      args:
+        creates: /y
+      register: out
+      when: [x | bool, "out is not defined"]
+      changed_when: false
+      become: true
+      ignore_errors: yes
+      vars:
+        x: "yes"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := plays[0].Tasks[0]
+	a, err := task.Render(MergeVars(map[string]any{}, task.Vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&commandArgs{Cmd: "ls /x", Creates: "/y"}, a); diff != "" {
+		t.Errorf("args: (-want +got):\n%s", diff)
+	}
+	if len(task.When) != 2 || len(task.ChangedWhen) != 1 || task.Register != "out" || !task.IgnoreErrors {
+		t.Errorf("keywords: %+v", task)
+	}
+	if ok, err := task.ChangedWhen[0].Expr.Truth(nil); err != nil || ok {
+		t.Errorf("changed_when: false = %v, %v", ok, err)
+	}
+	if b := plays[0].Become; b == nil || !*b {
+		t.Error("a task's become: true did not make its play become")
+	}
+	_, err = load(`- hosts: all
+  tasks:
+    - name: a
+      noop_t:
+      become: true
+      when: "x |"
+    - name: b
+      noop_t:
+      become: false
+      become_user: postgres
+      register: "not a name"
+`)
+	for _, want := range []string{":6:13: when: template syntax",
+		`:10:20: become_user: "postgres"`, `:11:17: register: "not a name" is not a variable name`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in:\n%v", want, err)
+		}
+	}
+	_, err = load("- hosts: all\n  tasks:\n    - name: a\n      noop_t:\n      become: true\n    - name: b\n      noop_t:\n      become: false\n")
+	if err == nil || !strings.Contains(err.Error(), `:3:7: task "a" says become: true and task "b" says become: false`) {
+		t.Errorf("become conflict: %v", err)
+	}
+}

@@ -271,7 +271,6 @@ func flatErr(m *multierror.Error) error {
 	return errors.New(strings.Join(lines, "\n"))
 }
 
-
 // Run executes the plays and returns what happened. It returns an error only
 // when the run could not start (bad input); task failures are in the Run.
 func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, o Options) (*report.Run, error) {
