@@ -240,6 +240,13 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 				mode = 0o644
 			}
 			plan.Files = append(plan.Files, module.FileChange{Action: module.Create, Path: a.Path, After: []byte{}, AfterHash: module.Hash([]byte{}), Mode: mode, Owner: a.Owner, Group: a.Group, Reasons: []string{"state: touch"}})
+			// The next run touches it again: not re-checked.
+			d.Touch = true
+			raw, err := json.Marshal(d)
+			if err != nil {
+				return nil, fmt.Errorf("encode plan: %w", err)
+			}
+			plan.Data = raw
 			return plan, nil
 		case "directory", "file":
 		default:

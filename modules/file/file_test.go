@@ -72,7 +72,7 @@ func TestStates(t *testing.T) {
 	f := filepath.Join(d, "f")
 	// touch creates; a second touch plans only the times (see below).
 	tp, err := n.check(&file.Args{Dest: f, State: "touch", Mode: "0600"})
-	if err != nil || len(tp.Files) != 1 || tp.Files[0].Action != module.Create {
+	if err != nil || len(tp.Files) != 1 || tp.Files[0].Action != module.Create || !(file.Module{}).ImperativePlan(tp) {
 		t.Fatalf("touch of a new file: %+v %v", tp, err)
 	}
 	if _, err := (file.Module{}).Apply(context.Background(), n.h, tp); err != nil {
