@@ -161,6 +161,15 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 		byBook[pb] = ps
 		plays = append(plays, ps...)
 	}
+	if o.Out != "" {
+		for _, p := range plays {
+			for _, t := range p.AllTasks() {
+				if t.Loop != nil {
+					return report.ExitFailed, fmt.Errorf("%s: --out: task %q has a loop, whose plan cannot be saved yet; run it without --out", t.Pos, t.Name)
+				}
+			}
+		}
+	}
 	if o.SyntaxCheck || o.ListHosts || o.ListTasks {
 		if err := list(out, o, inv, byBook); err != nil {
 			return report.ExitFailed, err

@@ -105,8 +105,6 @@ var taskKeywordHints = map[string]string{
 	"vars_files":         "not supported on a task",
 	"debugger":           "not supported",
 	"ignore_unreachable": "not supported: an unreachable host leaves the run and is reported",
-	"loop":               "not supported yet: write one task per item (sysctl takes several values in one task)",
-	"with_items":         "not supported yet: write one task per item (sysctl takes several values in one task)",
 	"with_list":          "not supported yet: write one task per item",
 	"with_dict":          "not supported: use loop with dict2items",
 	"with_fileglob":      "not supported: list the files in loop",

@@ -72,8 +72,14 @@ type Task struct {
 	Become *bool
 	// Vars are the task's own vars, above the play's.
 	Vars map[string]any
+	// Loop is the task's loop: (or with_items:), nil without one: a
+	// list, or a template that gives one; the task runs its module once
+	// per item, with the item as `item`.
+	Loop *yaml.Node
 	// argNames are the variables the arguments' templates read.
 	argNames []string
+	// flatten says with_items: nested lists are flattened one level.
+	flatten bool
 }
 
 // Cond is one parsed condition of when:, changed_when: or failed_when:.
@@ -679,10 +685,57 @@ func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool,
 		}
 	case "vars":
 		t.Vars, err = l.vars(val)
+	case "loop", "with_items":
+		if t.Loop != nil {
+			return true, nodeErr(l.file, k, "a task has one loop: give loop or with_items, not both")
+		}
+		err = l.loop(t, val)
+		if key == "with_items" && err == nil && yamlx.Deref(val).Kind == yaml.SequenceNode {
+			t.flatten = true
+		}
 	default:
 		return false, nil
 	}
 	return true, err
+}
+
+// loop reads loop: a list (whose items may hold templates) or a template
+// that gives a list.
+func (l *loader) loop(t *Task, n *yaml.Node) error {
+	v := yamlx.Deref(n)
+	switch {
+	case v == nil || yamlx.IsNull(v):
+		return nodeErr(l.file, n, "loop must be a list or a template that gives one")
+	case v.Kind == yaml.SequenceNode:
+	case v.Kind == yaml.ScalarNode && jinja.Has(v.Value):
+	default:
+		return nodeErr(l.file, n, "loop must be a list or a template that gives one, got %s", yamlx.KindName(v))
+	}
+	var problems []error
+	var walk func(*yaml.Node, int)
+	walk = func(x *yaml.Node, depth int) {
+		x = yamlx.Deref(x)
+		if x == nil || depth > 50 {
+			return
+		}
+		if x.Kind == yaml.ScalarNode && jinja.Has(x.Value) {
+			tpl, err := parseTemplate(x.Value)
+			if err != nil {
+				problems = append(problems, nodeErr(l.file, x, "loop: %v", err))
+				return
+			}
+			t.argNames = append(t.argNames, tpl.Names()...)
+		}
+		for _, c := range x.Content {
+			walk(c, depth+1)
+		}
+	}
+	walk(v, 0)
+	if len(problems) > 0 {
+		return problems[0]
+	}
+	t.Loop = n
+	return nil
 }
 
 // conds reads a condition: a bare Jinja2 expression, a boolean, or a list

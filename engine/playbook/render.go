@@ -39,12 +39,114 @@ type renderer struct {
 	quote     bool
 }
 
-// Render substitutes vars into the task's arguments, decodes them over the
+// LoopArgs are the arguments of a task with a loop: one module.Args per
+// item, each rendered with the item as `item`.
+type LoopArgs struct {
+	Items  []any         `json:"items"`
+	Args   []module.Args `json:"-"`
+	Module string        `json:"module"`
+}
+
+// Validate: each item's arguments were validated when rendered.
+func (a *LoopArgs) Validate() error { return nil }
+
+// Render renders a task's arguments for one host: for a task with a loop,
+// its items and one module.Args per item (*LoopArgs).
+func (t *Task) Render(vars map[string]any) (module.Args, error) {
+	if t.Loop == nil {
+		return t.render(vars)
+	}
+	items, err := t.items(vars)
+	if err != nil {
+		return nil, err
+	}
+	out := &LoopArgs{Items: []any{}, Module: t.Module}
+	for _, it := range items {
+		iv := MergeVars(vars, map[string]any{"item": it})
+		if t.WhenPerItem() {
+			// Ansible decides a loop's when: per item.
+			ok, err := holdsAll(t.When, iv)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		out.Items = append(out.Items, it)
+		a, err := t.render(iv)
+		if err != nil {
+			return nil, err
+		}
+		out.Args = append(out.Args, a)
+	}
+	return out, nil
+}
+
+// WhenPerItem says the task's when: is decided per item of its loop (it
+// reads item), not once per host.
+func (t *Task) WhenPerItem() bool {
+	if t.Loop == nil {
+		return false
+	}
+	for _, c := range t.When {
+		for _, n := range c.Expr.Names() {
+			if n == "item" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func holdsAll(conds []*Cond, vars map[string]any) (bool, error) {
+	for _, c := range conds {
+		ok, err := c.Expr.Truth(vars)
+		if err != nil {
+			return false, &Error{Pos: c.Pos, Msg: fmt.Sprintf("the condition %q could not be evaluated: %v", c.Src, err)}
+		}
+		if !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// items evaluates the task's loop on a host.
+func (t *Task) items(vars map[string]any) ([]any, error) {
+	r := &renderer{file: t.Pos.File, vars: vars}
+	n, err := r.subst(t.Loop, 0)
+	if err != nil {
+		return nil, err
+	}
+	v, err := yamlx.DecodeValue(n)
+	if err != nil {
+		return nil, nodeErr(t.Pos.File, t.Loop, "loop: %v", err)
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, nodeErr(t.Pos.File, t.Loop, "loop: %s is not a list", jinja.Text(v))
+	}
+	if t.flatten {
+		var flat []any
+		for _, it := range list {
+			if sub, ok := it.([]any); ok {
+				flat = append(flat, sub...)
+			} else {
+				flat = append(flat, it)
+			}
+		}
+		list = flat
+	}
+	return list, nil
+}
+
+// render substitutes vars into the task's arguments, decodes them over the
 // module's defaults and validates them. A value that is exactly one
 // "{{ name }}" keeps the variable's type (an int stays an int, a list a
 // list); text around a reference makes the result a string. Render does not
 // modify the task, so hosts can render it concurrently.
-func (t *Task) Render(vars map[string]any) (module.Args, error) {
+func (t *Task) render(vars map[string]any) (module.Args, error) {
 	m, ok := module.Lookup(t.Module)
 	if !ok {
 		return nil, &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: unknown module %q", taskLabel(t), t.Module)}

@@ -60,7 +60,7 @@ func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, f
 	for _, t := range p.Tasks[from:] {
 		delete(s.plans, t)
 		delete(s.planErrs, t)
-		m, ok := module.Lookup(t.Module)
+		m, ok := lookup(t)
 		if !ok {
 			return &planFailure{t, fmt.Errorf("module %q is not registered", t.Module)}
 		}
@@ -157,7 +157,7 @@ func (r *runner) runStep(ctx context.Context, s *hostState, tr *report.TaskResul
 func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskResult, st step) {
 	t, plan := st.task, st.plan
 	tr.Plan = plan
-	m, ok := module.Lookup(t.Module)
+	m, ok := lookup(t)
 	if !ok {
 		tr.Status, tr.Msg = report.Failed, fmt.Sprintf("module %q is not registered", t.Module)
 		return

@@ -65,6 +65,15 @@ func readsRegistered(t *playbook.Task, reg map[string]bool) bool {
 	return false
 }
 
+// whenOf is the task's when: as decided once per host: none for a loop
+// whose when: reads item (Render decides it per item).
+func whenOf(t *playbook.Task) []*playbook.Cond {
+	if t.WhenPerItem() {
+		return nil
+	}
+	return t.When
+}
+
 // holds evaluates conditions (all must be true), naming the failing one.
 func holds(conds []*playbook.Cond, vars map[string]any) (bool, *playbook.Cond, error) {
 	for _, c := range conds {
@@ -119,7 +128,7 @@ func (r *runner) decide(s *hostState, p *playbook.Play, t *playbook.Task, regist
 		return "", r.args[t][s.host.Name], nil
 	}
 	vars := taskVars(s.host, p, t, registered, r.o)
-	ok, c, err := holds(t.When, vars)
+	ok, c, err := holds(whenOf(t), vars)
 	if err != nil {
 		if r.o.Check && readsSkipped(t, registered) {
 			return fmt.Sprintf("check mode: when: %q reads the result of a command check mode did not run", c.Src), nil, nil

@@ -120,3 +120,64 @@ func TestWhenUndefinedFailsAtPreflight(t *testing.T) {
 func runnerRun(e *env, plays []*playbook.Play) (*report.Run, error) {
 	return runner.Run(context.Background(), e.inv, plays, e.options(false))
 }
+
+const loopPlay = `- hosts: all
+  vars:
+    names: [x, y, z]
+  tasks:
+    - name: one file per item
+      loop: "{{ names }}"
+      when: item != 'z'
+      test_file:
+        path: "{{ dir }}/{{ inventory_hostname }}.{{ item }}"
+        content: "{{ item | upper }}\n"
+        label: "{{ item }}"
+      register: files
+    - name: nested with_items
+      with_items:
+        - [p]
+        - q
+      test_file:
+        path: "{{ dir }}/{{ inventory_hostname }}.{{ item }}"
+        content: "{{ item }}\n"
+        label: "{{ item }}"
+    - name: every item skipped
+      loop: [a]
+      when: item == 'b'
+      test_file:
+        path: "{{ dir }}/{{ inventory_hostname }}.never"
+        label: never
+    - name: after the loop
+      when: files is changed
+      test_file:
+        path: "{{ dir }}/{{ inventory_hostname }}.after"
+        content: "after\n"
+        label: after
+`
+
+// TestLoop: loop and with_items run the module once per item (with_items
+// flattens one level), when: that reads item decides per item, the task
+// counts once, and a second run changes nothing.
+func TestLoop(t *testing.T) {
+	e := newEnv(t, "h1")
+	run := e.run(e.load(loopPlay), e.options(false))
+	res := results(t, run)
+	for k, st := range map[string]report.Status{"one file per item h1": report.Changed, "nested with_items h1": report.Changed,
+		"every item skipped h1": report.Skipped, "after the loop h1": report.Changed} {
+		if tr := res[k]; tr == nil || tr.Status != st {
+			t.Errorf("%s: got %+v, want %s", k, tr, st)
+		}
+	}
+	for name, want := range map[string]string{"x": "X\n", "y": "Y\n", "p": "p\n", "q": "q\n"} {
+		if got, _ := e.read("h1", name); got != want {
+			t.Errorf("h1.%s = %q, want %q", name, got, want)
+		}
+	}
+	if _, ok := e.read("h1", "z"); ok {
+		t.Error("the item when: excluded was written")
+	}
+	again := e.run(e.load(loopPlay), e.options(false))
+	if rc := again.Recap["h1"]; rc.Changed != 0 || rc.OK != 2 || rc.Skipped != 2 {
+		t.Errorf("second run recap = %+v, want ok=2 skipped=2 (after the loop: files not changed)", *rc)
+	}
+}

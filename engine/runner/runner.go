@@ -229,7 +229,7 @@ func preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 					continue
 				}
 				vars := taskVars(h, p, t, nil, o)
-				ok, c, err := holds(t.When, vars)
+				ok, c, err := holds(whenOf(t), vars)
 				if err != nil {
 					errs = multierror.Append(errs, fmt.Errorf("host %s: %w", h.Name, err))
 					continue
@@ -829,7 +829,7 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 		}
 		return
 	}
-	m, ok := module.Lookup(tr.Module)
+	m, ok := lookup(t)
 	if !ok {
 		fail(report.Failed, fmt.Errorf("module %q is not registered", tr.Module))
 		return
@@ -948,7 +948,7 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 	at(ctx, s, "read ahead")
 	qs := []transport.Query{{Globs: []string{path.Join(transport.PendingDir(s.h.StateDir()), "*.json")}}}
 	for _, pt := range p.AllTasks() {
-		m, ok := module.Lookup(pt.Module)
+		m, ok := lookup(pt)
 		if !ok {
 			continue
 		}
