@@ -105,7 +105,32 @@ func taskVars(h *inventory.Host, p *playbook.Play, t *playbook.Task, registered 
 	if t != nil {
 		tv = t.Vars
 	}
-	return playbook.MergeVars(base, h.Vars, p.Vars, tv, registered, o.ExtraVars)
+	return playbook.MergeVars(o.magic, base, h.Vars, p.Vars, tv, registered, o.ExtraVars)
+}
+
+// magicVars are Ansible's groups (every group's hosts, children's
+// included, in inventory order) and hostvars (every host's variables).
+func magicVars(inv *inventory.Inventory) map[string]any {
+	if inv == nil {
+		return map[string]any{}
+	}
+	groups := map[string]any{}
+	for name := range inv.Groups {
+		hs, err := inv.Select(name)
+		if err != nil {
+			continue
+		}
+		names := make([]any, 0, len(hs))
+		for _, h := range hs {
+			names = append(names, h.Name)
+		}
+		groups[name] = names
+	}
+	hostvars := map[string]any{}
+	for name, h := range inv.Hosts {
+		hostvars[name] = h.Vars
+	}
+	return map[string]any{"groups": groups, "hostvars": hostvars}
 }
 
 // argsOf is the task's rendered arguments on the host: rendered at

@@ -31,7 +31,7 @@ const keywordsPlay = `- hosts: all
         path: "{{ dir }}/{{ inventory_hostname }}.b"
         label: b
     - name: only h2
-      when: inventory_hostname == 'h2'
+      when: inventory_hostname == groups['all'][1] and 'h1' in hostvars
       test_file:
         path: "{{ dir }}/{{ inventory_hostname }}.c"
         content: "{{ undefined_on_h1 | default('c') }}\n"

@@ -51,6 +51,10 @@ type Options struct {
 	// once. See interrupt.go.
 	InterruptGrace time.Duration
 	Abort          <-chan struct{}
+
+	// magic are Ansible's groups and hostvars, computed from the
+	// inventory at the start of the run.
+	magic map[string]any
 }
 
 // DefaultTimeout is how long one task may take on one host when neither
@@ -196,6 +200,9 @@ func Preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 }
 
 func preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map[*playbook.Play][]*inventory.Host, rendered, gates, error) {
+	if o.magic == nil {
+		o.magic = magicVars(inv)
+	}
 	var errs *multierror.Error
 	targets := map[*playbook.Play][]*inventory.Host{}
 	args := rendered{}
@@ -275,6 +282,7 @@ func flatErr(m *multierror.Error) error {
 // when the run could not start (bad input); task failures are in the Run.
 func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, o Options) (*report.Run, error) {
 	o.setDefaults()
+	o.magic = magicVars(inv)
 	targets, args, g, err := preflight(inv, plays, o)
 	if err != nil {
 		return nil, err
