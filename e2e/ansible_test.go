@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"nodeconverge/lab/labtest"
 )
 
@@ -97,7 +99,9 @@ control_path_dir = `+filepath.Join(dir, "cp")+`
 // TestAnsiblePlaybooks runs each playbook of testdata/ansible-playbooks
 // with ansible-playbook on one fresh lab and with nodeconverge apply on
 // another, twice each, and asserts the same recap per host (ok, changed,
-// failed, skipped, ignored) on the first run and on the second.
+// failed, skipped, ignored) on the first run and on the second. Before
+// nodeconverge's first run, --check plans changes and leaves every node's
+// tree as it was.
 func TestAnsiblePlaybooks(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/ansible-playbook"); err != nil {
 		t.Fatalf("ansible-playbook is needed (apt-get install ansible-core): %v", err)
@@ -122,6 +126,22 @@ func TestAnsiblePlaybooks(t *testing.T) {
 			}()
 			func() {
 				l := labtest.Start(t, labtest.Options{Nodes: 2, Scenario: "clean", NoContainerd: true})
+				// Check mode first: it fails nothing (exit 2, or 0 when
+				// every change hangs on a command it does not run) and
+				// changes nothing on the nodes.
+				before := map[string]map[string]string{}
+				for _, n := range l.Nodes {
+					before[n.Name] = l.HashTree(t, n.Name)
+				}
+				chk := nc(t, append([]string{"apply", "--check"}, labArgs(l, pb)...)...)
+				if chk.code != 2 && chk.code != 0 {
+					t.Errorf("--check on a fresh lab: want exit 2 (changes pending) or 0, got %s", chk)
+				}
+				for _, n := range l.Nodes {
+					if d := cmp.Diff(before[n.Name], l.HashTree(t, n.Name)); d != "" {
+						t.Errorf("--check changed %s (-before +after):\n%s", n.Name, d)
+					}
+				}
 				for i := range ncOut {
 					r := nc(t, append([]string{"apply"}, labArgs(l, pb)...)...)
 					ncOut[i] = r.stdout + r.stderr
