@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -163,4 +164,53 @@ func TestAnsiblePlaybooks(t *testing.T) {
 		})
 	}
 	t.Logf("recaps:\n%s", strings.Join(table, "\n"))
+}
+
+// TestListLikeAnsible: --list-hosts and --list-tasks print what
+// ansible-playbook prints, byte for byte, with --limit and --tags too.
+// Nothing is contacted, so no lab is needed.
+func TestListLikeAnsible(t *testing.T) {
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "inventory.yaml")
+	if err := os.WriteFile(inv, []byte("all:\n  children:\n    gpu:\n      hosts:\n        node1: {ansible_host: 127.0.0.1}\n        node2: {ansible_host: 127.0.0.1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	books, err := filepath.Glob("testdata/ansible-playbooks/*/site.yaml")
+	if err != nil || len(books) == 0 {
+		t.Fatalf("no playbooks: %v", err)
+	}
+	for _, pb := range books {
+		for _, extra := range [][]string{nil, {"-l", "node2"}, {"--tags", "checks,marker"}, {"--skip-tags", "marker"}} {
+			args := append([]string{"-i", inv, pb, "--list-hosts", "--list-tasks"}, extra...)
+			cmd := exec.Command("/usr/bin/ansible-playbook", args...)
+			cmd.Env = append(os.Environ(), "ANSIBLE_NOCOLOR=1", "HOME="+dir, "ANSIBLE_LOCAL_TEMP="+filepath.Join(dir, "tmp"))
+			want, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("ansible-playbook %v: %v\n%s", args, err, want)
+			}
+			got := nc(t, append([]string{"apply"}, args...)...)
+			if got.code != 0 || sortHosts(got.stdout) != sortHosts(string(want)) {
+				t.Errorf("%s %v:\n--- ansible-playbook\n%s\n--- nodeconverge\n%s", pb, extra, want, got)
+			}
+		}
+	}
+}
+
+// sortHosts sorts the host lines under each "hosts (N):" of a listing:
+// ansible-playbook prints them in an order that changes from run to run
+// (Python's string hashing), nodeconverge in inventory order.
+func sortHosts(s string) string {
+	lines := strings.Split(s, "\n")
+	for i := 0; i < len(lines); i++ {
+		if !strings.HasPrefix(strings.TrimSpace(lines[i]), "hosts (") {
+			continue
+		}
+		j := i + 1
+		for j < len(lines) && strings.HasPrefix(lines[j], "      ") {
+			j++
+		}
+		sort.Strings(lines[i+1 : j])
+		i = j - 1
+	}
+	return strings.Join(lines, "\n")
 }
