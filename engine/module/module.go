@@ -151,6 +151,10 @@ type Result struct {
 	RC     *int   `json:"-"`
 	Stdout string `json:"-"`
 	Stderr string `json:"-"`
+	// Items are a loop's results, one per item (nil for an item whose
+	// plan changed nothing); ItemValues the items. For `register:`.
+	Items      []*Result `json:"-"`
+	ItemValues []any     `json:"-"`
 }
 
 // Hash is the fingerprint used in plans: hex SHA-256, "" for nil.

@@ -198,7 +198,38 @@ func resultVar(tr *report.TaskResult) map[string]any {
 	if tr.Status == report.Skipped {
 		out["skip_reason"] = tr.Msg
 	}
-	if res := tr.Result; res != nil && res.RC != nil {
+	if (tr.Result == nil || tr.Result.ItemValues == nil) && tr.Plan != nil {
+		// A loop that applied nothing (or was only planned): its
+		// items, each changed as planned.
+		if v, ok := loops.Load(tr.Plan); ok {
+			lp := v.(loopPlan)
+			results := make([]any, 0, len(lp.items))
+			for i, it := range lp.items {
+				ch := i < len(lp.subs) && lp.subs[i].Changed() && tr.Status == report.Changed
+				results = append(results, map[string]any{"item": it, "changed": ch, "failed": false, "skipped": i < len(lp.subs) && lp.subs[i].Skip != ""})
+			}
+			out["results"] = results
+		}
+	}
+	if res := tr.Result; res != nil && res.ItemValues != nil {
+		// A loop: Ansible's results, one per item.
+		results := make([]any, 0, len(res.ItemValues))
+		for i, it := range res.ItemValues {
+			one := map[string]any{"item": it, "changed": false, "failed": false, "skipped": false}
+			if i < len(res.Items) && res.Items[i] != nil {
+				r := res.Items[i]
+				one["changed"] = r.Changed
+				if r.RC != nil {
+					one["rc"], one["stdout"], one["stderr"] = *r.RC, r.Stdout, r.Stderr
+					one["stdout_lines"], one["stderr_lines"] = lines(r.Stdout), lines(r.Stderr)
+				}
+			}
+			results = append(results, one)
+		}
+		out["results"] = results
+		out["msg"] = "All items completed"
+	}
+	if res := tr.Result; res != nil && res.RC != nil && res.ItemValues == nil {
 		out["rc"] = *res.RC
 		out["stdout"] = res.Stdout
 		out["stderr"] = res.Stderr

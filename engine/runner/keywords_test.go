@@ -148,7 +148,7 @@ const loopPlay = `- hosts: all
         path: "{{ dir }}/{{ inventory_hostname }}.never"
         label: never
     - name: after the loop
-      when: files is changed
+      when: files is changed and (files.results | length == 2) and files.results[1].item == 'y' 
       test_file:
         path: "{{ dir }}/{{ inventory_hostname }}.after"
         content: "after\n"
@@ -179,5 +179,12 @@ func TestLoop(t *testing.T) {
 	again := e.run(e.load(loopPlay), e.options(false))
 	if rc := again.Recap["h1"]; rc.Changed != 0 || rc.OK != 2 || rc.Skipped != 2 {
 		t.Errorf("second run recap = %+v, want ok=2 skipped=2 (after the loop: files not changed)", *rc)
+	}
+	// An unchanged loop still registers its items.
+	plays := e.load(loopPlay + "    - name: items registered\n      when: files.results | map(attribute='item') | join(',') == 'x,y'\n" +
+		"      test_file:\n        path: \"{{ dir }}/{{ inventory_hostname }}.reg\"\n        content: \"reg\\n\"\n        label: reg\n")
+	third := results(t, e.run(plays, e.options(false)))
+	if tr := third["items registered h1"]; tr == nil || tr.Status != report.Changed {
+		t.Errorf("items registered: %+v", tr)
 	}
 }

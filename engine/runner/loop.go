@@ -22,7 +22,13 @@ import (
 type loopModule struct{ inner module.Module }
 
 // loops keeps each loop plan's items' plans.
-var loops sync.Map // *module.Plan -> []*module.Plan
+var loops sync.Map // *module.Plan -> loopPlan
+
+// loopPlan is a loop's items and their plans.
+type loopPlan struct {
+	items []any
+	subs  []*module.Plan
+}
 
 // lookup is the module a task runs: its own, or the loop around it.
 func lookup(t *playbook.Task) (module.Module, bool) {
@@ -44,9 +50,9 @@ func (l loopModule) ImperativePlan(p *module.Plan) bool {
 	if !ok {
 		return false
 	}
-	subs, _ := loops.Load(p)
-	list, _ := subs.([]*module.Plan)
-	for _, s := range list {
+	v, _ := loops.Load(p)
+	lp, _ := v.(loopPlan)
+	for _, s := range lp.subs {
 		if ip.ImperativePlan(s) {
 			return true
 		}
@@ -94,7 +100,7 @@ func (l loopModule) Check(ctx context.Context, h transport.Reader, margs module.
 	case skipped == len(subs):
 		out.Skip = subs[0].Skip
 	}
-	loops.Store(out, subs)
+	loops.Store(out, loopPlan{items: a.Items, subs: subs})
 	return out, nil
 }
 
@@ -104,13 +110,15 @@ func (l loopModule) Apply(ctx context.Context, h transport.Writer, p *module.Pla
 	if !ok {
 		return nil, errors.New("a loop's plan is applied where it was made (a saved plan cannot hold one)")
 	}
-	res := &module.Result{}
+	lp := v.(loopPlan)
+	res := &module.Result{ItemValues: lp.items, Items: make([]*module.Result, len(lp.subs))}
 	var outs []string
-	for _, sub := range v.([]*module.Plan) {
+	for i, sub := range lp.subs {
 		if sub.Skip != "" || !sub.Changed() {
 			continue
 		}
 		r, err := l.inner.Apply(ctx, h, sub)
+		res.Items[i] = r
 		if r != nil {
 			res.Changed = res.Changed || r.Changed
 			res.Files = append(res.Files, r.Files...)
