@@ -327,7 +327,9 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 		// sysctl -p sets every key of the file; when a live value is
 		// already above the wanted one, that would lower it, so only the
 		// drifting keys are set.
-		if above {
+		if above || a.KeyOnly {
+			// In a shared file (the Ansible form) the other lines are
+			// not ours to apply: only the module's keys are set.
 			d.Cmd = []string{"sysctl", "-w"}
 			for _, k := range drift {
 				d.Cmd = append(d.Cmd, k+"="+want[k])

@@ -287,3 +287,43 @@ func TestSetKeys(t *testing.T) {
 		t.Errorf("setKeys on a new file = %q", got)
 	}
 }
+
+// TestLabSysctlAnsibleForm: ansible.posix.sysctl's form on a lab node:
+// only the key's line of a shared file changes (the operator's other
+// lines stay), the live value is set exactly, and a second check plans
+// nothing.
+func TestLabSysctlAnsibleForm(t *testing.T) {
+	ctx := context.Background()
+	l, n, h := labHost(t, labtest.Options{Nodes: 1, Scenario: "clean", NoContainerd: true})
+	file := "/etc/sysctl.d/90-shared.conf"
+	if err := os.WriteFile(l.NodePath(n.Name, file), []byte("# operator's\nfs.inotify.max_user_instances = 64\nvm.operator = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := Module{}
+	a := m.NewArgs().(*Args)
+	a.Name, a.Value, a.SysctlFile = "fs.inotify.max_user_instances", "512", file
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := m.Check(ctx, transport.ReadOnly(h), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# operator's\nfs.inotify.max_user_instances = 512\nvm.operator = 1\n"
+	if len(plan.Files) != 1 || string(plan.Files[0].After) != want {
+		t.Fatalf("planned file: %+v", plan.Files)
+	}
+	if _, err := m.Apply(ctx, h, plan); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(l.NodePath(n.Name, file)); string(b) != want {
+		t.Errorf("file = %q, want %q", b, want)
+	}
+	if b, _ := os.ReadFile(l.NodePath(n.Name, "/proc/sys/fs/inotify/max_user_instances")); strings.TrimSpace(string(b)) != "512" {
+		t.Errorf("live = %q, want 512", b)
+	}
+	again, err := m.Check(ctx, transport.ReadOnly(h), a)
+	if err != nil || again.Changed() {
+		t.Fatalf("second check = %+v, %v; want nothing to do", again, err)
+	}
+}
