@@ -502,12 +502,15 @@ func Text(v any) string {
 // noLoader refuses {% include %} and friends in argument templates.
 type noLoader struct{}
 
+// Read refuses.
 func (noLoader) Read(path string) (io.Reader, error) {
 	return nil, fmt.Errorf("%s: include/import/extends are not supported here", path)
 }
+// Resolve refuses.
 func (noLoader) Resolve(path string) (string, error) {
 	return "", fmt.Errorf("%s: include/import/extends are not supported here", path)
 }
+// Inherit is another refusing loader.
 func (noLoader) Inherit(string) (loaders.Loader, error) { return noLoader{}, nil }
 
 // suggest is " (did you mean X?)" for the closest name, or "".

@@ -39,6 +39,7 @@ func lookup(t *playbook.Task) (module.Module, bool) {
 	return loopModule{inner: m}, true
 }
 
+// NewArgs is a loop's arguments: one module.Args per item.
 func (l loopModule) NewArgs() module.Args { return &playbook.LoopArgs{} }
 
 // Imperative is the inner module's.
