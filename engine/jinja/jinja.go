@@ -506,10 +506,12 @@ type noLoader struct{}
 func (noLoader) Read(path string) (io.Reader, error) {
 	return nil, fmt.Errorf("%s: include/import/extends are not supported here", path)
 }
+
 // Resolve refuses.
 func (noLoader) Resolve(path string) (string, error) {
 	return "", fmt.Errorf("%s: include/import/extends are not supported here", path)
 }
+
 // Inherit is another refusing loader.
 func (noLoader) Inherit(string) (loaders.Loader, error) { return noLoader{}, nil }
 
