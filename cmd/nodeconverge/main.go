@@ -134,6 +134,11 @@ applies exactly that plan and refuses any host whose files changed since.`,
 	f.StringArrayVar(&o.Reports, "report", nil, "write a report: json=FILE (versioned JSON) or prom=FILE (Prometheus textfile); repeatable")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "print only failures, run errors and the recap; no progress line")
 	f.StringVar(&o.StateDir, "state-dir", "", "state directory on the nodes (default /var/lib/nodeconverge)")
+	f.StringSliceVarP(&o.Tags, "tags", "t", nil, "only run tasks tagged with these (Ansible's rules: always, never, tagged, untagged, all)")
+	f.StringSliceVar(&o.SkipTags, "skip-tags", nil, "run only tasks not tagged with these")
+	f.BoolVar(&o.ListHosts, "list-hosts", false, "list the hosts each play targets (after --limit) and run nothing")
+	f.BoolVar(&o.ListTasks, "list-tasks", false, "list the tasks each play runs (after --tags/--skip-tags) and run nothing")
+	f.BoolVar(&o.SyntaxCheck, "syntax-check", false, "load and check the playbooks (every problem at once) and run nothing")
 	return c
 }
 

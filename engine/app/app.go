@@ -101,8 +101,13 @@ type ApplyOptions struct {
 	Out string
 	// Quiet prints only failures, run errors and the recap, and never a
 	// progress line (--quiet, for cron mail).
-	Quiet  bool
-	Stdout io.Writer
+	Quiet bool
+	// Tags and SkipTags select tasks by their tags (--tags, --skip-tags).
+	Tags, SkipTags []string
+	// ListHosts, ListTasks and SyntaxCheck print what ansible-playbook's
+	// flags of the same names print and run nothing.
+	ListHosts, ListTasks, SyntaxCheck bool
+	Stdout                            io.Writer
 	// Stderr gets the live "TASK [x]: done/total hosts" line when it is a
 	// terminal; nil or anything else gets nothing.
 	Stderr io.Writer
@@ -222,12 +227,30 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 		return report.ExitFailed, errors.New("--out saves a plan and needs --check")
 	}
 	var plays []*playbook.Play
+	byBook := map[string][]*playbook.Play{}
 	for _, pb := range o.Playbooks {
 		ps, err := playbook.Load(pb)
 		if err != nil {
 			return report.ExitFailed, err
 		}
+		ps = playbook.SelectTags(ps, o.Tags, o.SkipTags)
+		byBook[pb] = ps
 		plays = append(plays, ps...)
+	}
+	if o.Out != "" {
+		for _, p := range plays {
+			for _, t := range p.AllTasks() {
+				if t.Loop != nil {
+					return report.ExitFailed, fmt.Errorf("%s: --out: task %q has a loop, whose plan cannot be saved yet; run it without --out", t.Pos, t.Name)
+				}
+			}
+		}
+	}
+	if o.SyntaxCheck || o.ListHosts || o.ListTasks {
+		if err := list(out, o, inv, byBook); err != nil {
+			return report.ExitFailed, err
+		}
+		return report.ExitOK, nil
 	}
 	for _, p := range plays {
 		redact.AddVars(p.Vars)
@@ -247,6 +270,60 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 		}
 	}
 	return finish(run, writers, out)
+}
+
+// list prints what --syntax-check, --list-hosts and --list-tasks print,
+// shaped like ansible-playbook's output.
+func list(w io.Writer, o ApplyOptions, inv *inventory.Inventory, books map[string][]*playbook.Play) error {
+	var limit map[string]bool
+	if o.Limit != "" {
+		hs, err := inv.Select(o.Limit)
+		if err != nil {
+			return fmt.Errorf("--limit: %w", err)
+		}
+		limit = map[string]bool{}
+		for _, h := range hs {
+			limit[h.Name] = true
+		}
+	}
+	var b strings.Builder
+	for _, pb := range o.Playbooks {
+		fmt.Fprintf(&b, "\nplaybook: %s\n", pb)
+		if o.SyntaxCheck && !o.ListHosts && !o.ListTasks {
+			continue
+		}
+		for i, p := range books[pb] {
+			fmt.Fprintf(&b, "\n  play #%d (%s): %s\tTAGS: []\n", i+1, p.Hosts, p.Name)
+			if o.ListHosts {
+				hs, err := inv.Select(p.Hosts)
+				if err != nil {
+					return fmt.Errorf("%s: play %q: %w", p.Pos, p.Name, err)
+				}
+				var names []string
+				for _, h := range hs {
+					if limit == nil || limit[h.Name] {
+						names = append(names, h.Name)
+					}
+				}
+				fmt.Fprintf(&b, "    pattern: ['%s']\n    hosts (%d):\n", strings.Join(strings.Split(p.Hosts, ","), "', '"), len(names))
+				for _, n := range names {
+					fmt.Fprintf(&b, "      %s\n", n)
+				}
+			}
+			if o.ListTasks {
+				b.WriteString("    tasks:\n")
+				for _, t := range p.Tasks {
+					name := t.Name
+					if name == "" {
+						name = t.Module
+					}
+					fmt.Fprintf(&b, "      %s\tTAGS: [%s]\n", name, strings.Join(t.Tags, ", "))
+				}
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // maskSecretVars masks, in everything the run shows or reports, the values

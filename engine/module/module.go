@@ -145,6 +145,16 @@ type Result struct {
 	Msg     string       `json:"msg,omitempty"`
 	// Output is a command's output when the task is a command.
 	Output string `json:"output,omitempty"`
+	// RC, Stdout and Stderr are a command's exit status and output, kept
+	// apart for `register:` (result.rc, result.stdout); RC is nil for a
+	// module that ran no command. They are not part of the report.
+	RC     *int   `json:"-"`
+	Stdout string `json:"-"`
+	Stderr string `json:"-"`
+	// Items are a loop's results, one per item (nil for an item whose
+	// plan changed nothing); ItemValues the items. For `register:`.
+	Items      []*Result `json:"-"`
+	ItemValues []any     `json:"-"`
 }
 
 // Hash is the fingerprint used in plans: hex SHA-256, "" for nil.
@@ -173,6 +183,14 @@ func (e *ValidationError) Error() string { return e.Msg }
 // and says in what state it left it ("containerd active").
 type Restorer interface {
 	Restore(ctx context.Context, h transport.Writer, p *Plan) (string, error)
+}
+
+// ImperativePlanner is implemented by a module only some of whose plans
+// are imperative: running them does not make the next Check come back
+// empty (file's state: touch, which changes the times on every run, as in
+// Ansible). The runner does not re-check such a step after applying it.
+type ImperativePlanner interface {
+	ImperativePlan(p *Plan) bool
 }
 
 // ShellTemplated is implemented by a module some of whose arguments are

@@ -3,6 +3,7 @@ package playbook
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
@@ -11,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"nodeconverge/engine/jinja"
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/yamlx"
 )
@@ -51,12 +53,10 @@ func (l *loader) args(t *Task, modKey, val *yaml.Node) (*yaml.Node, error) {
 	if !withinSize(args, &count, 0) {
 		return nil, nodeErr(l.file, val, "%s: %s: arguments too large or too deeply nested (aliases expanded)", label, t.Module)
 	}
-	if err := l.checkTemplates(t, args, 0); err != nil {
-		return nil, err
-	}
-	if err := l.checkKeys(t, yamlx.Deref(args), reflect.TypeOf(m.NewArgs()), "", 0); err != nil {
-		return nil, err
-	}
+	// Every problem of the arguments is recorded, not only the first.
+	before := len(l.errs)
+	l.checkTemplates(t, args, 0, false)
+	l.checkKeys(t, yamlx.Deref(args), reflect.TypeOf(m.NewArgs()), "", 0)
 	a := yamlx.Deref(args)
 	templated := false
 	for i := 0; i+1 < len(a.Content); i += 2 {
@@ -66,8 +66,11 @@ func (l *loader) args(t *Task, modKey, val *yaml.Node) (*yaml.Node, error) {
 		}
 		one := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: a.Content[i : i+2]}
 		if err := decodeArgs(l.file, one, m.NewArgs()); err != nil {
-			return nil, prefixErr(err, fmt.Sprintf("%s: %s: argument %q: ", label, t.Module, yamlx.Deref(a.Content[i]).Value))
+			l.add(prefixErr(err, fmt.Sprintf("%s: %s: argument %q: ", label, t.Module, yamlx.Deref(a.Content[i]).Value)))
 		}
+	}
+	if len(l.errs) != before {
+		return args, nil
 	}
 	if !templated {
 		if err := l.validateStatic(t, m, args); err != nil {
@@ -83,6 +86,9 @@ func (l *loader) validateStatic(t *Task, m module.Module, args *yaml.Node) error
 		if err := decodeArgs(l.file, args, a); err != nil {
 			return prefixErr(err, fmt.Sprintf("%s: %s: ", taskLabel(t), t.Module))
 		}
+	}
+	if b, ok := a.(interface{ SetBaseDir(string) }); ok && t.Pos.File != "" {
+		b.SetBaseDir(filepath.Dir(t.Pos.File))
 	}
 	if err := a.Validate(); err != nil {
 		return &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: %s: %v", taskLabel(t), t.Module, err)}
@@ -162,28 +168,28 @@ func argFields(t reflect.Type) map[string]field {
 // checkKeys walks the arguments alongside the Go type they decode into and
 // rejects keys a struct does not have, at any depth. Types with their own
 // UnmarshalYAML are left to it.
-func (l *loader) checkKeys(t *Task, n *yaml.Node, typ reflect.Type, path string, depth int) error {
+func (l *loader) checkKeys(t *Task, n *yaml.Node, typ reflect.Type, path string, depth int) {
 	n = yamlx.Deref(n)
 	if n == nil || typ == nil || depth > 50 {
-		return nil
+		return
 	}
 	for typ.Kind() == reflect.Pointer {
 		if typ.Implements(unmarshalerType) {
-			return nil
+			return
 		}
 		typ = typ.Elem()
 	}
 	if typ.Implements(unmarshalerType) || reflect.PointerTo(typ).Implements(unmarshalerType) {
-		return nil
+		return
 	}
 	switch typ.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			return nil
+			return
 		}
 		fields := argFields(typ)
 		if _, open := fields["*"]; open {
-			return nil
+			return
 		}
 		var names []string
 		for k := range fields {
@@ -193,31 +199,29 @@ func (l *loader) checkKeys(t *Task, n *yaml.Node, typ reflect.Type, path string,
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := yamlx.Deref(n.Content[i])
 			if k == nil || k.Kind != yaml.ScalarNode {
-				return nodeErr(l.file, n.Content[i], "%s: %s: argument names must be strings, got %s", taskLabel(t), t.Module, yamlx.KindName(k))
+				l.add(nodeErr(l.file, n.Content[i], "%s: %s: argument names must be strings, got %s", taskLabel(t), t.Module, yamlx.KindName(k)))
+				continue
 			}
 			if k.Value == "<<" {
 				continue
 			}
 			f, ok := fields[k.Value]
 			if !ok {
-				return nodeErr(l.file, k, "%s: %s: unknown argument %q%s", taskLabel(t), t.Module, path+k.Value, yamlx.DidYouMean(k.Value, names))
+				l.add(nodeErr(l.file, k, "%s: %s: unknown argument %q%s", taskLabel(t), t.Module, path+k.Value, l.argHint(t, k.Value, names)))
+				continue
 			}
-			if err := l.checkKeys(t, n.Content[i+1], f.typ, path+k.Value+".", depth+1); err != nil {
-				return err
-			}
+			l.checkKeys(t, n.Content[i+1], f.typ, path+k.Value+".", depth+1)
 		}
 	case reflect.Slice, reflect.Array:
 		if n.Kind != yaml.SequenceNode {
-			return nil
+			return
 		}
 		for i, it := range n.Content {
-			if err := l.checkKeys(t, it, typ.Elem(), fmt.Sprintf("%s[%d].", strings.TrimSuffix(path, "."), i), depth+1); err != nil {
-				return err
-			}
+			l.checkKeys(t, it, typ.Elem(), fmt.Sprintf("%s[%d].", strings.TrimSuffix(path, "."), i), depth+1)
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			return nil
+			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := yamlx.Deref(n.Content[i])
@@ -225,36 +229,64 @@ func (l *loader) checkKeys(t *Task, n *yaml.Node, typ reflect.Type, path string,
 			if k != nil {
 				name = k.Value
 			}
-			if err := l.checkKeys(t, n.Content[i+1], typ.Elem(), path+name+".", depth+1); err != nil {
-				return err
-			}
+			l.checkKeys(t, n.Content[i+1], typ.Elem(), path+name+".", depth+1)
 		}
 	}
-	return nil
+}
+
+// argHint is what to say about an argument a module does not have: the
+// nodeconverge way when the name is an Ansible argument with one, else the
+// closest argument name.
+func (l *loader) argHint(t *Task, name string, names []string) string {
+	if h, ok := argHints[t.Module][name]; ok {
+		return ": " + h
+	}
+	return yamlx.DidYouMean(name, names)
 }
 
 // checkTemplates parses every template in the arguments so syntax errors
 // surface at load time, not on the first host.
-func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int) error {
+func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int, shell bool) {
 	n = yamlx.Deref(n)
 	if n == nil || depth > 100 {
-		return nil
+		return
 	}
 	if looksLikeUnquotedTemplate(n) {
-		return nodeErr(l.file, n, "%s: %s: a value starting with {{ must be quoted, as in \"{{ name }}\"", taskLabel(t), t.Module)
+		l.add(nodeErr(l.file, n, "%s: %s: a value starting with {{ must be quoted, as in \"{{ name }}\"", taskLabel(t), t.Module))
+		return
 	}
 	if n.Kind == yaml.ScalarNode {
-		if _, err := parseTemplate(n.Value); err != nil {
-			return nodeErr(l.file, n, "%s: %s: %v", taskLabel(t), t.Module, err)
+		if !jinja.Has(n.Value) {
+			return
 		}
-		return nil
+		tpl, err := parseTemplate(n.Value)
+		if err != nil {
+			l.add(nodeErr(l.file, n, "%s: %s: %v", taskLabel(t), t.Module, err))
+			return
+		}
+		t.argNames = append(t.argNames, tpl.Names()...)
+		if shell {
+			if err := tpl.Plain(); err != nil {
+				l.add(nodeErr(l.file, n, "%s: %s: %v", taskLabel(t), t.Module, err))
+			}
+		}
+		return
 	}
-	for _, c := range n.Content {
-		if err := l.checkTemplates(t, c, depth+1); err != nil {
-			return err
+	var shellKeys map[string]bool
+	if depth == 0 && n.Kind == yaml.MappingNode {
+		if m, ok := module.Lookup(t.Module); ok {
+			if st, ok := m.(module.ShellTemplated); ok {
+				shellKeys = map[string]bool{}
+				for _, k := range st.ShellTemplatedArgs() {
+					shellKeys[k] = true
+				}
+			}
 		}
 	}
-	return nil
+	for i, c := range n.Content {
+		sh := shell || (i%2 == 1 && shellKeys[yamlx.Deref(n.Content[i-1]).Value])
+		l.checkTemplates(t, c, depth+1, sh)
+	}
 }
 
 func withinSize(n *yaml.Node, count *int, depth int) bool {
@@ -277,7 +309,7 @@ func hasTemplate(n *yaml.Node, depth int) bool {
 		return false
 	}
 	if n.Kind == yaml.ScalarNode {
-		return strings.Contains(n.Value, "{{")
+		return jinja.Has(n.Value)
 	}
 	for _, c := range n.Content {
 		if hasTemplate(c, depth+1) {

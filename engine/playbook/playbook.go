@@ -3,12 +3,18 @@
 // Everything that can be checked before touching a node is checked at Load:
 // play and task keys, module names against the module registry, every
 // argument key against the module's Args struct, the types of arguments that
-// hold no template, and that every notify names a handler. Arguments with
-// templates are checked again per host by Task.Render. Every error names
-// file:line:col, and no input makes the loader panic.
+// hold no template, Jinja2 syntax and filters (engine/jinja), conditions
+// (when, changed_when, failed_when), and that every notify names a handler.
+// Arguments with templates are checked again per host by Task.Render.
+//
+// Load goes on past a problem and returns every problem of the playbook at
+// once (*Errors), each naming file:line:col and, for what Ansible has and
+// nodeconverge does not run (lineinfile, apt, block, roles...), the
+// nodeconverge way to say it (hints.go). No input makes the loader panic.
 package playbook
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -18,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"nodeconverge/engine/inputs"
+	"nodeconverge/engine/jinja"
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/yamlx"
 )
@@ -47,6 +54,51 @@ type Task struct {
 	// every view (Ansible's `no_log:`); set on the task or inherited from
 	// its play.
 	NoLog bool
+	// When are the task's conditions (Ansible's `when:`, a list is and);
+	// the task runs on a host only when every one is true there.
+	When []*Cond
+	// ChangedWhen and FailedWhen, when set, decide the task's changed and
+	// failed status from its result (and its registered variable).
+	ChangedWhen []*Cond
+	FailedWhen  []*Cond
+	// Register names the variable the task's result is kept under for the
+	// later tasks of the host (rc, stdout, stderr, changed, failed...).
+	Register string
+	// IgnoreErrors keeps a host in the play when the task fails there;
+	// the failure is counted as ignored.
+	IgnoreErrors bool
+	// Become is the task's `become:`, nil when it does not say; the play
+	// folds it into its own (one connection per host).
+	Become *bool
+	// Vars are the task's own vars, above the play's.
+	Vars map[string]any
+	// Loop is the task's loop: (or with_items:), nil without one: a
+	// list, or a template that gives one; the task runs its module once
+	// per item, with the item as `item`.
+	Loop *yaml.Node
+	// argNames are the variables the arguments' templates read.
+	argNames []string
+	// flatten says with_items: nested lists are flattened one level.
+	flatten bool
+}
+
+// Cond is one parsed condition of when:, changed_when: or failed_when:.
+type Cond struct {
+	Expr *jinja.Expr
+	Src  string
+	Pos  Pos
+}
+
+// Names are the variables the task's conditions and arguments read.
+func (t *Task) Names() []string {
+	var out []string
+	for _, cs := range [][]*Cond{t.When, t.ChangedWhen, t.FailedWhen} {
+		for _, c := range cs {
+			out = append(out, c.Expr.Names()...)
+		}
+	}
+	out = append(out, t.argNames...)
+	return out
 }
 
 // Play is one play of a playbook.
@@ -72,7 +124,7 @@ func (p *Play) AllTasks() []*Task {
 
 var playKeys = []string{"become", "gather_facts", "handlers", "hosts", "max_fail_percentage", "name", "no_log", "serial", "tasks", "vars"}
 
-var taskKeys = []string{"name", "no_log", "notify", "tags", "timeout"}
+var taskKeys = []string{"become", "become_user", "changed_when", "failed_when", "ignore_errors", "name", "no_log", "notify", "register", "tags", "timeout", "vars", "when"}
 
 // fqcnPrefix is accepted in front of module names so playbooks written for
 // Ansible ("ansible.builtin.copy") load unchanged.
@@ -86,6 +138,22 @@ type loader struct {
 	// noLogSet marks the tasks that set no_log themselves; the others
 	// take their play's.
 	noLogSet map[*Task]bool
+	// errs are every problem found so far: the loader goes on after a
+	// problem so one run lists them all.
+	errs []*Error
+}
+
+// add records a problem and goes on.
+func (l *loader) add(err error) {
+	if err == nil {
+		return
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		l.errs = append(l.errs, e)
+		return
+	}
+	l.errs = append(l.errs, &Error{Pos: Pos{File: l.file, Line: 1, Col: 1}, Msg: err.Error()})
 }
 
 // Load reads and validates a playbook.
@@ -97,7 +165,9 @@ func Load(path string) ([]*Play, error) {
 	return load(path, data)
 }
 
-// load parses playbook text that was read from path.
+// load parses playbook text that was read from path. It goes on past a
+// problem and returns every problem it found (an *Errors), each at its
+// file:line:col, so a playbook written for Ansible is fixed in one pass.
 func load(path string, data []byte) ([]*Play, error) {
 	doc, err := parseYAML(path, data)
 	if err != nil {
@@ -113,22 +183,40 @@ func load(path string, data []byte) ([]*Play, error) {
 	l := &loader{file: path, notifyAt: map[*Task][]*yaml.Node{}, noLogSet: map[*Task]bool{}}
 	var plays []*Play
 	for _, item := range root.Content {
-		p, err := l.play(item)
-		if err != nil {
-			return nil, err
+		if p := l.play(item); p != nil {
+			plays = append(plays, p)
 		}
-		plays = append(plays, p)
 	}
-	if len(plays) == 0 {
-		return nil, nodeErr(path, root, "playbook has no plays")
+	if len(root.Content) == 0 {
+		l.add(nodeErr(path, root, "playbook has no plays"))
+	}
+	if err := l.err(); err != nil {
+		return nil, err
 	}
 	return plays, nil
 }
 
-func (l *loader) play(n *yaml.Node) (*Play, error) {
+// err is every problem found, nil when there is none; a single problem is
+// returned as its *Error.
+func (l *loader) err() error {
+	switch len(l.errs) {
+	case 0:
+		return nil
+	case 1:
+		return l.errs[0]
+	}
+	sort.SliceStable(l.errs, func(i, j int) bool {
+		a, b := l.errs[i].Pos, l.errs[j].Pos
+		return a.Line < b.Line || a.Line == b.Line && a.Col < b.Col
+	})
+	return &Errors{List: l.errs}
+}
+
+func (l *loader) play(n *yaml.Node) *Play {
 	v := yamlx.Deref(n)
 	if v == nil || v.Kind != yaml.MappingNode {
-		return nil, nodeErr(l.file, n, "a play must be a mapping with hosts and tasks, got %s", yamlx.KindName(v))
+		l.add(nodeErr(l.file, n, "a play must be a mapping with hosts and tasks, got %s", yamlx.KindName(v)))
+		return nil
 	}
 	p := &Play{Pos: posOf(l.file, v), File: l.file, Vars: map[string]any{}}
 	seen := map[string]bool{}
@@ -138,73 +226,64 @@ func (l *loader) play(n *yaml.Node) (*Play, error) {
 		k, val := v.Content[i], v.Content[i+1]
 		key, err := l.key(k, seen)
 		if err != nil {
-			return nil, err
+			l.add(err)
+			continue
 		}
 		switch key {
 		case "name":
-			if p.Name, err = l.str(val, "play name"); err != nil {
-				return nil, err
-			}
+			p.Name, err = l.str(val, "play name")
 		case "hosts":
-			if p.Hosts, err = l.hosts(val); err != nil {
-				return nil, err
-			}
+			p.Hosts, err = l.hosts(val)
 			hostsSeen = true
 		case "vars":
-			if p.Vars, err = l.vars(val); err != nil {
-				return nil, err
+			if p.Vars, err = l.vars(val); p.Vars == nil {
+				p.Vars = map[string]any{}
 			}
 		case "become":
-			b, err := l.boolean(val, "become")
-			if err != nil {
-				return nil, err
+			var b bool
+			if b, err = l.boolean(val, "become"); err == nil {
+				p.Become = &b
 			}
-			p.Become = &b
 		case "no_log":
-			if p.NoLog, err = l.noLog(val); err != nil {
-				return nil, err
-			}
+			p.NoLog, err = l.noLog(val)
 		case "gather_facts":
-			b, err := l.boolean(val, "gather_facts")
-			if err != nil {
-				return nil, err
-			}
-			if b {
-				return nil, nodeErr(l.file, val, "gather_facts: nodeconverge does not gather facts (modules read what they need from the node); set gather_facts: false or remove the key")
+			var b bool
+			if b, err = l.boolean(val, "gather_facts"); err == nil && b {
+				err = nodeErr(l.file, val, "gather_facts: nodeconverge does not gather facts (modules read what they need from the node); set gather_facts: false or remove the key")
 			}
 		case "serial":
-			if p.Serial, err = l.serial(val); err != nil {
-				return nil, err
-			}
+			p.Serial, err = l.serial(val)
 		case "max_fail_percentage":
-			f, err := l.percentage(val)
-			if err != nil {
-				return nil, err
+			var f float64
+			if f, err = l.percentage(val); err == nil {
+				p.MaxFailPercentage = &f
 			}
-			p.MaxFailPercentage = &f
 		case "tasks":
 			tasksNode = val
 		case "handlers":
 			handlersNode = val
 		default:
-			return nil, nodeErr(l.file, k, "unknown play key %q%s", key, yamlx.DidYouMean(key, playKeys))
+			if hint, ok := playKeywordHints[key]; ok {
+				err = nodeErr(l.file, k, "play keyword %q is %s", key, hint)
+			} else {
+				err = nodeErr(l.file, k, "unknown play key %q%s", key, yamlx.DidYouMean(key, playKeys))
+				// A misspelt hosts is the one problem, not two.
+				hostsSeen = hostsSeen || yamlx.Suggest(key, playKeys) == "hosts"
+			}
 		}
+		l.add(err)
 	}
 	if !hostsSeen {
-		return nil, nodeErr(l.file, v, "play %q has no hosts: add `hosts: <pattern>`", p.Name)
+		l.add(nodeErr(l.file, v, "play %q has no hosts: add `hosts: <pattern>`", p.Name))
 	}
-	var err error
-	if p.Handlers, err = l.tasks(handlersNode, true); err != nil {
-		return nil, err
-	}
-	if p.Tasks, err = l.tasks(tasksNode, false); err != nil {
-		return nil, err
-	}
+	p.Handlers = l.tasks(handlersNode, true)
+	p.Tasks = l.tasks(tasksNode, false)
 	for _, t := range p.AllTasks() {
 		if !l.noLogSet[t] {
 			t.NoLog = p.NoLog
 		}
 	}
+	l.foldBecome(p)
 	handlers := map[string]bool{}
 	var handlerNames []string
 	for _, h := range p.Handlers {
@@ -225,10 +304,43 @@ func (l *loader) play(n *yaml.Node) (*Play, error) {
 			if s := yamlx.Suggest(name, handlerNames); s != "" {
 				hint = fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			return nil, nodeErr(l.file, l.notifyAt[t][i], "notify: no handler named %q%s", name, hint)
+			l.add(nodeErr(l.file, l.notifyAt[t][i], "notify: no handler named %q%s", name, hint))
 		}
 	}
-	return p, nil
+	return p
+}
+
+// foldBecome makes a task's become: the play's: a host's tasks run over
+// one connection, which becomes root or not for all of them. A task that
+// says become: true makes a play that does not say otherwise become; a
+// play whose tasks disagree is refused at the task that disagrees.
+func (l *loader) foldBecome(p *Play) {
+	var yes, no *Task
+	for _, t := range p.AllTasks() {
+		switch {
+		case t.Become == nil:
+		case *t.Become && yes == nil:
+			yes = t
+		case !*t.Become && no == nil:
+			no = t
+		}
+	}
+	switch {
+	case yes != nil && (no != nil || p.Become != nil && !*p.Become):
+		other := "the play says become: false"
+		if no != nil {
+			other = fmt.Sprintf("%s says become: false", taskLabel(no))
+		}
+		l.add(&Error{Pos: yes.Pos, Msg: fmt.Sprintf("%s says become: true and %s: nodeconverge runs a host's tasks over one connection, which becomes root for all of them or for none; split the play in two", taskLabel(yes), other)})
+	case yes != nil:
+		b := true
+		p.Become = &b
+	case no != nil && p.Become != nil && *p.Become:
+		l.add(&Error{Pos: no.Pos, Msg: fmt.Sprintf("%s says become: false in a play that becomes root: nodeconverge runs a host's tasks over one connection; split the play in two", taskLabel(no))})
+	case no != nil && p.Become == nil:
+		b := false
+		p.Become = &b
+	}
 }
 
 func quoteAll(ss []string) []string {
@@ -400,70 +512,60 @@ func (l *loader) percentage(n *yaml.Node) (float64, error) {
 	return f, nil
 }
 
-func (l *loader) tasks(n *yaml.Node, handler bool) ([]*Task, error) {
+// tasks reads a list of tasks or handlers; a task with problems is
+// reported and left out.
+func (l *loader) tasks(n *yaml.Node, handler bool) []*Task {
 	what := "tasks"
 	if handler {
 		what = "handlers"
 	}
 	v := yamlx.Deref(n)
 	if yamlx.IsNull(v) {
-		return nil, nil
+		return nil
 	}
 	if v.Kind != yaml.SequenceNode {
-		return nil, nodeErr(l.file, n, "%s must be a list, got %s", what, yamlx.KindName(v))
+		l.add(nodeErr(l.file, n, "%s must be a list, got %s", what, yamlx.KindName(v)))
+		return nil
 	}
 	var out []*Task
 	for _, item := range v.Content {
-		t, err := l.task(item, handler)
-		if err != nil {
-			return nil, err
+		if t := l.task(item, handler); t != nil {
+			out = append(out, t)
 		}
-		out = append(out, t)
 	}
-	return out, nil
+	return out
 }
 
-func (l *loader) task(n *yaml.Node, handler bool) (*Task, error) {
+// task reads one task; it returns nil when the task has a problem (every
+// problem is recorded).
+func (l *loader) task(n *yaml.Node, handler bool) *Task {
 	v := yamlx.Deref(n)
 	if v == nil || v.Kind != yaml.MappingNode {
-		return nil, nodeErr(l.file, n, "a task must be a mapping with a name and one module, got %s", yamlx.KindName(v))
+		l.add(nodeErr(l.file, n, "a task must be a mapping with a name and one module, got %s", yamlx.KindName(v)))
+		return nil
 	}
+	before := len(l.errs)
 	t := &Task{Pos: posOf(l.file, v), Handler: handler}
 	seen := map[string]bool{}
-	var modKey, modVal *yaml.Node
-	var err error
+	var modKey, modVal, argsKey, argsVal *yaml.Node
+	// refused says a key already stood for the module or the structure
+	// (an unsupported module, block:), so "no module" would say nothing new.
+	refused := false
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, val := v.Content[i], v.Content[i+1]
 		key, err := l.key(k, seen)
 		if err != nil {
-			return nil, err
+			l.add(err)
+			continue
 		}
-		switch key {
-		case "name":
-			if t.Name, err = l.str(val, "task name"); err != nil {
-				return nil, err
-			}
+		if key == "args" {
+			// Ansible's args: more of the module's arguments (a
+			// free-form command's creates:, chdir:).
+			argsKey, argsVal = k, val
 			continue
-		case "notify":
-			if t.Notify, l.notifyAt[t], err = l.stringList(val, "notify", false); err != nil {
-				return nil, err
-			}
-			continue
-		case "tags":
-			if t.Tags, _, err = l.stringList(val, "tags", true); err != nil {
-				return nil, err
-			}
-			continue
-		case "timeout":
-			if t.Timeout, err = l.timeout(val); err != nil {
-				return nil, err
-			}
-			continue
-		case "no_log":
-			if t.NoLog, err = l.noLog(val); err != nil {
-				return nil, err
-			}
-			l.noLogSet[t] = true
+		}
+		if done, err := l.taskKeyword(t, key, k, val); done {
+			l.add(err)
 			continue
 		}
 		name := key
@@ -473,24 +575,207 @@ func (l *loader) task(n *yaml.Node, handler bool) (*Task, error) {
 			}
 		}
 		if _, ok := module.Lookup(name); !ok {
-			return nil, l.unknownTaskKey(k, key, modKey != nil)
+			switch hint, kw := taskKeywordHints[key]; {
+			case kw:
+				l.add(nodeErr(l.file, k, "task keyword %q is %s", key, hint))
+				refused = refused || key == "block" || key == "local_action"
+			case moduleHint(key) != "":
+				l.add(nodeErr(l.file, k, "module %q is %s", key, moduleHint(key)))
+				refused = true
+			default:
+				l.add(l.unknownTaskKey(k, key, modKey != nil))
+			}
+			continue
 		}
 		if modKey != nil {
-			return nil, nodeErr(l.file, k, "%s has two modules, %q and %q: a task runs exactly one module; split it into two tasks", taskLabel(t), t.Module, name)
+			l.add(nodeErr(l.file, k, "%s has two modules, %q and %q: a task runs exactly one module; split it into two tasks", taskLabel(t), t.Module, name))
+			continue
 		}
 		modKey, modVal, t.Module = k, val, name
 	}
 	label := taskLabel(t)
-	if modKey == nil {
-		return nil, nodeErr(l.file, v, "%s has no module: add one of %s", label, strings.Join(module.Names(), ", "))
+	if modKey == nil && !refused && len(l.errs) == before {
+		l.add(nodeErr(l.file, v, "%s has no module: add one of %s", label, strings.Join(module.Names(), ", ")))
 	}
 	if handler && t.Name == "" {
-		return nil, nodeErr(l.file, v, "handler needs a name: notify finds handlers by name")
+		l.add(nodeErr(l.file, v, "handler needs a name: notify finds handlers by name"))
 	}
-	if t.Args, err = l.args(t, modKey, modVal); err != nil {
-		return nil, err
+	if modKey != nil && argsKey != nil {
+		var err error
+		if modVal, err = l.mergeArgs(modVal, argsKey, argsVal); err != nil {
+			l.add(err)
+		}
 	}
-	return t, nil
+	if modKey != nil {
+		var err error
+		if t.Args, err = l.args(t, modKey, modVal); err != nil {
+			l.add(err)
+		}
+	}
+	if len(l.errs) != before || modKey == nil {
+		return nil
+	}
+	return t
+}
+
+// mergeArgs adds the mapping of a task's args: to its module's arguments
+// (a free-form string becomes cmd).
+func (l *loader) mergeArgs(modVal, argsKey, argsVal *yaml.Node) (*yaml.Node, error) {
+	a := yamlx.Deref(argsVal)
+	if yamlx.IsNull(a) {
+		return modVal, nil
+	}
+	if a.Kind != yaml.MappingNode {
+		return modVal, nodeErr(l.file, argsVal, "args must be a mapping of the module's arguments, got %s", yamlx.KindName(a))
+	}
+	m := yamlx.Deref(modVal)
+	out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: argsKey.Line, Column: argsKey.Column}
+	switch {
+	case yamlx.IsNull(m):
+	case m.Kind == yaml.ScalarNode:
+		out.Line, out.Column = m.Line, m.Column
+		out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "cmd", Line: m.Line, Column: m.Column}, m)
+	case m.Kind == yaml.MappingNode:
+		out.Line, out.Column = m.Line, m.Column
+		out.Content = append(out.Content, m.Content...)
+	default:
+		return modVal, nodeErr(l.file, modVal, "arguments must be a mapping or a free-form string, got %s", yamlx.KindName(m))
+	}
+	out.Content = append(out.Content, a.Content...)
+	return out, nil
+}
+
+// taskKeyword reads one of the task keywords nodeconverge runs; done is
+// false when key is not one of them.
+func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool, err error) {
+	switch key {
+	case "name":
+		t.Name, err = l.str(val, "task name")
+	case "notify":
+		t.Notify, l.notifyAt[t], err = l.stringList(val, "notify", false)
+	case "tags":
+		t.Tags, _, err = l.stringList(val, "tags", true)
+	case "timeout":
+		t.Timeout, err = l.timeout(val)
+	case "no_log":
+		t.NoLog, err = l.noLog(val)
+		l.noLogSet[t] = true
+	case "when":
+		t.When, err = l.conds(val, "when")
+	case "changed_when":
+		t.ChangedWhen, err = l.conds(val, "changed_when")
+	case "failed_when":
+		t.FailedWhen, err = l.conds(val, "failed_when")
+	case "register":
+		t.Register, err = l.str(val, "register")
+		if err == nil && !varNameRe.MatchString(t.Register) {
+			err = nodeErr(l.file, val, "register: %q is not a variable name (letters, digits and _)", t.Register)
+		}
+	case "ignore_errors":
+		t.IgnoreErrors, err = l.boolean(val, "ignore_errors")
+	case "become":
+		var b bool
+		if b, err = l.boolean(val, "become"); err == nil {
+			t.Become = &b
+		}
+	case "become_user":
+		var u string
+		if u, err = l.str(val, "become_user"); err == nil && u != "root" {
+			err = nodeErr(l.file, val, "become_user: %q: a task becomes root or no one (nodeconverge runs a host's tasks over one connection); run as another user with command (argv: [runuser, -u, %s, --, ...])", u, u)
+		}
+	case "vars":
+		t.Vars, err = l.vars(val)
+	case "loop", "with_items":
+		if t.Loop != nil {
+			return true, nodeErr(l.file, k, "a task has one loop: give loop or with_items, not both")
+		}
+		err = l.loop(t, val)
+		if key == "with_items" && err == nil && yamlx.Deref(val).Kind == yaml.SequenceNode {
+			t.flatten = true
+		}
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+// loop reads loop: a list (whose items may hold templates) or a template
+// that gives a list.
+func (l *loader) loop(t *Task, n *yaml.Node) error {
+	v := yamlx.Deref(n)
+	switch {
+	case v == nil || yamlx.IsNull(v):
+		return nodeErr(l.file, n, "loop must be a list or a template that gives one")
+	case v.Kind == yaml.SequenceNode:
+	case v.Kind == yaml.ScalarNode && jinja.Has(v.Value):
+	default:
+		return nodeErr(l.file, n, "loop must be a list or a template that gives one, got %s", yamlx.KindName(v))
+	}
+	var problems []error
+	var walk func(*yaml.Node, int)
+	walk = func(x *yaml.Node, depth int) {
+		x = yamlx.Deref(x)
+		if x == nil || depth > 50 {
+			return
+		}
+		if x.Kind == yaml.ScalarNode && jinja.Has(x.Value) {
+			tpl, err := parseTemplate(x.Value)
+			if err != nil {
+				problems = append(problems, nodeErr(l.file, x, "loop: %v", err))
+				return
+			}
+			t.argNames = append(t.argNames, tpl.Names()...)
+		}
+		for _, c := range x.Content {
+			walk(c, depth+1)
+		}
+	}
+	walk(v, 0)
+	if len(problems) > 0 {
+		return problems[0]
+	}
+	t.Loop = n
+	return nil
+}
+
+// conds reads a condition: a bare Jinja2 expression, a boolean, or a list
+// of them (all must hold).
+func (l *loader) conds(n *yaml.Node, what string) ([]*Cond, error) {
+	v := yamlx.Deref(n)
+	if yamlx.IsNull(v) {
+		return nil, nil
+	}
+	items := []*yaml.Node{v}
+	if v.Kind == yaml.SequenceNode {
+		items = v.Content
+	}
+	var out []*Cond
+	var errs []error
+	for _, it := range items {
+		s := yamlx.Deref(it)
+		if s == nil || s.Kind != yaml.ScalarNode || yamlx.IsNull(s) {
+			errs = append(errs, nodeErr(l.file, it, "%s: each condition must be an expression, got %s", what, yamlx.KindName(s)))
+			continue
+		}
+		src := s.Value
+		switch s.ShortTag() {
+		case "!!bool":
+			src = map[bool]string{true: "True", false: "False"}[strings.EqualFold(src, "true") || strings.EqualFold(src, "yes") || strings.EqualFold(src, "on")]
+		}
+		e, err := jinja.ParseExpr(src)
+		if err != nil {
+			errs = append(errs, nodeErr(l.file, it, "%s: %v", what, err))
+			continue
+		}
+		out = append(out, &Cond{Expr: e, Src: s.Value, Pos: posOf(l.file, it)})
+	}
+	if len(errs) > 0 {
+		for _, e := range errs[1:] {
+			l.add(e)
+		}
+		return nil, errs[0]
+	}
+	return out, nil
 }
 
 // unknownTaskKey words the error by what the key most likely was meant to

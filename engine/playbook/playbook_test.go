@@ -189,7 +189,8 @@ func TestRenderTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &copyArgs{Dest: `/x/7-true-["x",1]`, Port: 87, Mode: "7", Backup: true}
+	// Jinja2 as Ansible renders it: Python's True and list repr.
+	want := &copyArgs{Dest: "/x/7-True-['x', 1]", Port: 87, Mode: "7", Backup: true}
 	if diff := cmp.Diff(want, a, cmp.AllowUnexported(copyArgs{})); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -259,7 +260,7 @@ func TestBadCorpus(t *testing.T) {
 		{"max_fail_x.yaml", "2:24", `max_fail_percentage: "x" is not a number`},
 		{"gather_facts.yaml", "2:17", "nodeconverge does not gather facts"},
 		{"unknown_task_key.yaml", "6:7", `unknown task key "notfy" (did you mean notify?)`},
-		{"template_filter.yaml", "5:15", "unsupported template expression {{ path | default('/tmp/x') }}"},
+		{"template_filter.yaml", "5:15", `unknown filter "lowre" (did you mean lower?)`},
 		{"unquoted_template.yaml", "6:16", "must be quoted"},
 		{"validate_static.yaml", "3:7", `copy_t: dest "tmp/x" must be an absolute path`},
 		{"nested_unknown.yaml", "8:13", `unknown argument "lines[0].vlaue" (did you mean value?)`},
@@ -497,5 +498,143 @@ func TestNoLog(t *testing.T) {
 	}
 	if _, err := load("", "      no_log: \"{{ hide }}\"\n"); err == nil || !strings.Contains(err.Error(), "templates are not supported") {
 		t.Errorf("templated no_log: err = %v", err)
+	}
+}
+
+// TestEveryProblemAtOnce: a playbook written for Ansible with five
+// different unsupported things (a play's roles, two modules, two task
+// keywords) and two typos is refused with all seven, each at its
+// file:line:col, with the nodeconverge way where there is one, and in
+// the order of the file.
+func TestEveryProblemAtOnce(t *testing.T) {
+	path := "testdata/bad/five_unsupported.yaml"
+	_, err := Load(path)
+	if err == nil {
+		t.Fatal("Load accepted a playbook with seven problems")
+	}
+	want := []string{
+		path + `:4:3: play keyword "roles" is not supported: put the role's tasks (and handlers) in the play`,
+		path + `:8:7: module "lineinfile" is not supported: nodeconverge owns whole files; use copy (content or src) or template with the whole file`,
+		path + `:12:7: module "ansible.builtin.apt" is not supported: nodeconverge does not manage packages`,
+		path + `:18:7: task keyword "delegate_to" is not supported: every task runs on the host it converges`,
+		path + `:19:7: task keyword "block" is not supported: list the tasks in the play`,
+		path + `:24:9: task "typo in an argument": copy_t: unknown argument "dset" (did you mean dest?)`,
+		path + `:26:7: unknown module "coppy" (did you mean copy_t?)`,
+	}
+	lines := strings.Split(err.Error(), "\n")
+	t.Logf("%s", err)
+	if len(lines) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%s", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("problem %d:\n got  %s\n want %s...", i+1, lines[i], w)
+		}
+	}
+	var list *Errors
+	if !errors.As(err, &list) || len(list.List) != len(want) {
+		t.Errorf("err is %T, want *Errors with %d entries", err, len(want))
+	}
+	var first *Error
+	if !errors.As(err, &first) || first.Pos.Line != 4 {
+		t.Errorf("errors.As(*Error) = %v, want the first problem (line 4)", first)
+	}
+}
+
+func TestSelectTags(t *testing.T) {
+	mk := func(tags ...string) *Task { return &Task{Name: fmt.Sprint(tags), Tags: tags} }
+	p := &Play{Tasks: []*Task{mk(), mk("a"), mk("b", "c"), mk("always"), mk("never"), mk("never", "a")}}
+	names := func(only, skip []string) []string {
+		var out []string
+		for _, t := range SelectTags([]*Play{p}, only, skip)[0].Tasks {
+			out = append(out, t.Name)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		only, skip, want []string
+	}{
+		{nil, nil, []string{"[]", "[a]", "[b c]", "[always]"}},
+		{[]string{"a"}, nil, []string{"[a]", "[always]", "[never a]"}},
+		{[]string{"all"}, nil, []string{"[]", "[a]", "[b c]", "[always]"}},
+		{nil, []string{"c"}, []string{"[]", "[a]", "[always]"}},
+		{[]string{"untagged"}, nil, []string{"[]", "[always]"}},
+		{[]string{"a"}, []string{"always"}, []string{"[a]", "[never a]"}},
+	} {
+		if diff := cmp.Diff(tc.want, names(tc.only, tc.skip)); diff != "" {
+			t.Errorf("--tags %v --skip-tags %v (-want +got):\n%s", tc.only, tc.skip, diff)
+		}
+	}
+	if len(p.Tasks) != 6 {
+		t.Error("SelectTags changed the loaded play")
+	}
+}
+
+// TestTaskKeywordsLoad: args: merges into a free-form command, conditions
+// parse (a list is and, a bare boolean is one), become folds into the
+// play, and bad ones are refused at their place.
+func TestTaskKeywordsLoad(t *testing.T) {
+	load := func(body string) ([]*Play, error) {
+		p := filepath.Join(t.TempDir(), "play.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return Load(p)
+	}
+	plays, err := load(`- hosts: all
+  tasks:
+    - name: c
+      command_t: ls /x
+      args:
+        creates: /y
+      register: out
+      when: [x | bool, "out is not defined"]
+      changed_when: false
+      become: true
+      ignore_errors: yes
+      vars:
+        x: "yes"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := plays[0].Tasks[0]
+	a, err := task.Render(MergeVars(map[string]any{}, task.Vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&commandArgs{Cmd: "ls /x", Creates: "/y"}, a); diff != "" {
+		t.Errorf("args: (-want +got):\n%s", diff)
+	}
+	if len(task.When) != 2 || len(task.ChangedWhen) != 1 || task.Register != "out" || !task.IgnoreErrors {
+		t.Errorf("keywords: %+v", task)
+	}
+	if ok, err := task.ChangedWhen[0].Expr.Truth(nil); err != nil || ok {
+		t.Errorf("changed_when: false = %v, %v", ok, err)
+	}
+	if b := plays[0].Become; b == nil || !*b {
+		t.Error("a task's become: true did not make its play become")
+	}
+	_, err = load(`- hosts: all
+  tasks:
+    - name: a
+      noop_t:
+      become: true
+      when: "x |"
+    - name: b
+      noop_t:
+      become: false
+      become_user: postgres
+      register: "not a name"
+`)
+	for _, want := range []string{":6:13: when: template syntax",
+		`:10:20: become_user: "postgres"`, `:11:17: register: "not a name" is not a variable name`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in:\n%v", want, err)
+		}
+	}
+	_, err = load("- hosts: all\n  tasks:\n    - name: a\n      noop_t:\n      become: true\n    - name: b\n      noop_t:\n      become: false\n")
+	if err == nil || !strings.Contains(err.Error(), `:3:7: task "a" says become: true and task "b" says become: false`) {
+		t.Errorf("become conflict: %v", err)
 	}
 }

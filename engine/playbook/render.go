@@ -1,18 +1,17 @@
 package playbook
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"nodeconverge/engine/inputs"
+	"nodeconverge/engine/jinja"
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
 	"nodeconverge/engine/yamlx"
@@ -20,46 +19,10 @@ import (
 
 var varNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-var exprRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$`)
-
-// segment is a piece of a templated string: literal text or a variable.
-type segment struct {
-	lit  string
-	name string // set for a variable
-}
-
-// parseTemplate splits s into literal text and {{ name }} references. Only
-// plain (optionally dotted) names are supported: anything Jinja would
-// compute is refused rather than passed through half-understood.
-func parseTemplate(s string) ([]segment, error) {
-	var out []segment
-	for {
-		i := strings.Index(s, "{{")
-		for _, stmt := range []string{"{%", "{#"} {
-			if j := strings.Index(s, stmt); j >= 0 && (i < 0 || j < i) {
-				return nil, fmt.Errorf("Jinja statements and comments (%s) are not supported; only {{ name }}", stmt)
-			}
-		}
-		if i < 0 {
-			if s != "" {
-				out = append(out, segment{lit: s})
-			}
-			return out, nil
-		}
-		if i > 0 {
-			out = append(out, segment{lit: s[:i]})
-		}
-		end := strings.Index(s[i+2:], "}}")
-		if end < 0 {
-			return nil, fmt.Errorf("unclosed {{ in %q", s)
-		}
-		expr := strings.TrimSpace(s[i+2 : i+2+end])
-		if !exprRe.MatchString(expr) {
-			return nil, fmt.Errorf("unsupported template expression {{ %s }}: only plain variable names like {{ name }} or {{ a.b }} are supported", expr)
-		}
-		out = append(out, segment{name: expr})
-		s = s[i+2+end+2:]
-	}
+// parseTemplate parses s as a Jinja2 template (engine/jinja): syntax,
+// filters and tests are checked here, variables when it renders.
+func parseTemplate(s string) (*jinja.Template, error) {
+	return jinja.Parse(s)
 }
 
 // maxNodes bounds the rendered argument tree, which aliases to large
@@ -76,12 +39,114 @@ type renderer struct {
 	quote     bool
 }
 
-// Render substitutes vars into the task's arguments, decodes them over the
+// LoopArgs are the arguments of a task with a loop: one module.Args per
+// item, each rendered with the item as `item`.
+type LoopArgs struct {
+	Items  []any         `json:"items"`
+	Args   []module.Args `json:"-"`
+	Module string        `json:"module"`
+}
+
+// Validate: each item's arguments were validated when rendered.
+func (a *LoopArgs) Validate() error { return nil }
+
+// Render renders a task's arguments for one host: for a task with a loop,
+// its items and one module.Args per item (*LoopArgs).
+func (t *Task) Render(vars map[string]any) (module.Args, error) {
+	if t.Loop == nil {
+		return t.render(vars)
+	}
+	items, err := t.items(vars)
+	if err != nil {
+		return nil, err
+	}
+	out := &LoopArgs{Items: []any{}, Module: t.Module}
+	for _, it := range items {
+		iv := MergeVars(vars, map[string]any{"item": it})
+		if t.WhenPerItem() {
+			// Ansible decides a loop's when: per item.
+			ok, err := holdsAll(t.When, iv)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		out.Items = append(out.Items, it)
+		a, err := t.render(iv)
+		if err != nil {
+			return nil, err
+		}
+		out.Args = append(out.Args, a)
+	}
+	return out, nil
+}
+
+// WhenPerItem says the task's when: is decided per item of its loop (it
+// reads item), not once per host.
+func (t *Task) WhenPerItem() bool {
+	if t.Loop == nil {
+		return false
+	}
+	for _, c := range t.When {
+		for _, n := range c.Expr.Names() {
+			if n == "item" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func holdsAll(conds []*Cond, vars map[string]any) (bool, error) {
+	for _, c := range conds {
+		ok, err := c.Expr.Truth(vars)
+		if err != nil {
+			return false, &Error{Pos: c.Pos, Msg: fmt.Sprintf("the condition %q could not be evaluated: %v", c.Src, err)}
+		}
+		if !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// items evaluates the task's loop on a host.
+func (t *Task) items(vars map[string]any) ([]any, error) {
+	r := &renderer{file: t.Pos.File, vars: vars}
+	n, err := r.subst(t.Loop, 0)
+	if err != nil {
+		return nil, err
+	}
+	v, err := yamlx.DecodeValue(n)
+	if err != nil {
+		return nil, nodeErr(t.Pos.File, t.Loop, "loop: %v", err)
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, nodeErr(t.Pos.File, t.Loop, "loop: %s is not a list", jinja.Text(v))
+	}
+	if t.flatten {
+		var flat []any
+		for _, it := range list {
+			if sub, ok := it.([]any); ok {
+				flat = append(flat, sub...)
+			} else {
+				flat = append(flat, it)
+			}
+		}
+		list = flat
+	}
+	return list, nil
+}
+
+// render substitutes vars into the task's arguments, decodes them over the
 // module's defaults and validates them. A value that is exactly one
 // "{{ name }}" keeps the variable's type (an int stays an int, a list a
 // list); text around a reference makes the result a string. Render does not
 // modify the task, so hosts can render it concurrently.
-func (t *Task) Render(vars map[string]any) (module.Args, error) {
+func (t *Task) render(vars map[string]any) (module.Args, error) {
 	m, ok := module.Lookup(t.Module)
 	if !ok {
 		return nil, &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: unknown module %q", taskLabel(t), t.Module)}
@@ -108,6 +173,11 @@ func (t *Task) Render(vars map[string]any) (module.Args, error) {
 	if b, ok := args.(interface{ SetBaseDir(string) }); ok && t.Pos.File != "" {
 		b.SetBaseDir(filepath.Dir(t.Pos.File))
 	}
+	// A module that renders files of its own (template) gets the host's
+	// variables.
+	if v, ok := args.(interface{ SetVars(map[string]any) }); ok {
+		v.SetVars(vars)
+	}
 	if err := args.Validate(); err != nil {
 		return nil, &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: %s: %v", taskLabel(t), t.Module, err)}
 	}
@@ -129,7 +199,7 @@ func (r *renderer) subst(n *yaml.Node, depth int) (*yaml.Node, error) {
 	c := *n
 	c.Anchor = ""
 	if n.Kind == yaml.ScalarNode {
-		if !strings.Contains(n.Value, "{{") {
+		if !jinja.Has(n.Value) {
 			return &c, nil
 		}
 		return r.scalar(n)
@@ -152,34 +222,35 @@ func (r *renderer) subst(n *yaml.Node, depth int) (*yaml.Node, error) {
 }
 
 func (r *renderer) scalar(n *yaml.Node) (*yaml.Node, error) {
-	segs, err := parseTemplate(n.Value)
+	tpl, err := parseTemplate(n.Value)
 	if err != nil {
 		return nil, nodeErr(r.file, n, "%v", err)
 	}
-	if len(segs) == 1 && segs[0].name != "" && !r.quote {
-		v, err := r.lookup(n, segs[0].name)
+	if r.quote {
+		// Shell text: each substitution is one quoted word.
+		out, err := tpl.Quoted(r.vars, transport.ShellQuote)
 		if err != nil {
-			return nil, err
+			return nil, r.renderErr(n, err)
 		}
-		return r.valueNode(n, v)
+		return typedText(n, out), nil
 	}
-	var b strings.Builder
-	for _, s := range segs {
-		if s.name == "" {
-			b.WriteString(s.lit)
-			continue
-		}
-		v, err := r.lookup(n, s.name)
-		if err != nil {
-			return nil, err
-		}
-		if r.quote {
-			b.WriteString(transport.ShellQuote(toText(v)))
-			continue
-		}
-		b.WriteString(toText(v))
+	v, err := tpl.Value(r.vars)
+	if err != nil {
+		return nil, r.renderErr(n, err)
 	}
-	return typedText(n, b.String()), nil
+	return r.valueNode(n, v)
+}
+
+var undefinedRe = regexp.MustCompile(`^undefined variable "([^".]+)"$`)
+
+// renderErr places a template's error at its node and suggests the
+// nearest variable for an undefined one.
+func (r *renderer) renderErr(n *yaml.Node, err error) error {
+	msg := err.Error()
+	if m := undefinedRe.FindStringSubmatch(msg); m != nil {
+		msg += quotedSuggestion(m[1], keysOf(r.vars))
+	}
+	return nodeErr(r.file, n, "%s", msg)
 }
 
 // typedText makes a scalar whose YAML type follows its text, so "80" can
@@ -215,34 +286,6 @@ func setPos(n *yaml.Node, line, col, depth int) {
 	}
 }
 
-func (r *renderer) lookup(at *yaml.Node, name string) (any, error) {
-	parts := strings.Split(name, ".")
-	cur, ok := r.vars[parts[0]]
-	if !ok {
-		return nil, nodeErr(r.file, at, "undefined variable %q%s", parts[0], quotedSuggestion(parts[0], keysOf(r.vars)))
-	}
-	for i, p := range parts[1:] {
-		prefix := strings.Join(parts[:i+1], ".")
-		switch c := cur.(type) {
-		case map[string]any:
-			next, ok := c[p]
-			if !ok {
-				return nil, nodeErr(r.file, at, "undefined variable %q: %s has no key %q%s", name, prefix, p, quotedSuggestion(p, keysOf(c)))
-			}
-			cur = next
-		case []any:
-			idx, err := strconv.Atoi(p)
-			if err != nil || idx < 0 || idx >= len(c) {
-				return nil, nodeErr(r.file, at, "undefined variable %q: %s is a list of %d items, %q is not an index", name, prefix, len(c), p)
-			}
-			cur = c[idx]
-		default:
-			return nil, nodeErr(r.file, at, "undefined variable %q: %s is not a mapping", name, prefix)
-		}
-	}
-	return cur, nil
-}
-
 func keysOf(m map[string]any) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -257,24 +300,6 @@ func quotedSuggestion(word string, candidates []string) string {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return ""
-}
-
-// toText renders a value inside a larger string: scalars as they read,
-// lists and mappings as JSON.
-func toText(v any) string {
-	switch t := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return t
-	case bool, int, int64, uint64, float64:
-		return fmt.Sprint(t)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
 }
 
 // MergeVars merges var layers, later layers winning per top-level name

@@ -2,6 +2,7 @@ package playbook
 
 import (
 	"fmt"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -54,4 +55,28 @@ func decodeValue(file string, n *yaml.Node) (any, error) {
 		return nil, nodeErr(file, n, "%v", err)
 	}
 	return v, nil
+}
+
+// Errors is every problem the loader found in a playbook, in the order of
+// the file. It unwraps to each *Error.
+type Errors struct {
+	List []*Error
+}
+
+// Error prints one problem per line, each starting with file:line:col.
+func (e *Errors) Error() string {
+	lines := make([]string, len(e.List))
+	for i, x := range e.List {
+		lines[i] = x.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap gives each problem to errors.Is and errors.As.
+func (e *Errors) Unwrap() []error {
+	out := make([]error, len(e.List))
+	for i, x := range e.List {
+		out[i] = x
+	}
+	return out
 }

@@ -85,7 +85,9 @@ func (h *Human) Result(tr *TaskResult) {
 			fmt.Fprintf(&b, " => %s", msg)
 		}
 	}
-	if tr.Result != nil && tr.Result.Output != "" && h.Verbose {
+	// A failed task's output is shown without -v: it is why it failed
+	// (unless the message already carries it).
+	if tr.Result != nil && tr.Result.Output != "" && (h.Verbose || tr.Status == Failed && !strings.Contains(tr.Msg, tr.Result.Output)) {
 		fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(sanitize(redact.Text(tr.Result.Output)), "\n", "\n    "))
 	}
 	b.WriteString("\n")
@@ -221,6 +223,9 @@ func (h *Human) Done(r *Run) {
 		rc := r.Recap[host]
 		fmt.Fprintf(h.W, "%-*s : ok=%d changed=%d unreachable=%d failed=%d skipped=%d",
 			width, host, rc.OK, rc.Changed, rc.Unreachable, rc.Failed, rc.Skipped)
+		if rc.Ignored > 0 {
+			fmt.Fprintf(h.W, " ignored=%d", rc.Ignored)
+		}
 		if why, ok := r.NotAttempted[host]; ok {
 			fmt.Fprintf(h.W, "  not attempted: %s", redact.Text(why))
 		}

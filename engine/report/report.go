@@ -49,6 +49,10 @@ type TaskResult struct {
 	// RolledBack lists the paths restored when a failure after a write
 	// undid the host's run.
 	RolledBack []string `json:"rolled_back,omitempty"`
+	// Ignored says the task failed on a host where its ignore_errors
+	// kept the host in the play; the recap counts it as ignored, not
+	// failed.
+	Ignored bool `json:"ignored,omitempty"`
 	// NoLog says the task has `no_log: true`: every view shows only its
 	// status (Shown), never its arguments, plan, diff, output or message.
 	NoLog bool `json:"no_log,omitempty"`
@@ -96,6 +100,8 @@ type Recap struct {
 	Failed      int `json:"failed"`
 	Unreachable int `json:"unreachable"`
 	Skipped     int `json:"skipped"`
+	// Ignored counts failures whose task had ignore_errors.
+	Ignored int `json:"ignored,omitempty"`
 }
 
 // Run is everything one invocation did or planned.
@@ -170,7 +176,11 @@ func (r *Run) Add(tr *TaskResult) {
 	case Changed:
 		rc.Changed++
 	case Failed:
-		rc.Failed++
+		if tr.Ignored {
+			rc.Ignored++
+		} else {
+			rc.Failed++
+		}
 	case Unreachable:
 		if rc.Unreachable == 0 {
 			what := tr.Task

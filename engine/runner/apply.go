@@ -49,19 +49,66 @@ func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, f
 	if s.plans == nil {
 		s.plans = map[*playbook.Task]*module.Plan{}
 	}
+	// predicted are the registered results as the plan foresees them.
+	predicted := map[string]any{}
+	for k, v := range s.registered {
+		predicted[k] = v
+	}
+	if s.planErrs == nil {
+		s.planErrs = map[*playbook.Task]error{}
+	}
 	for _, t := range p.Tasks[from:] {
-		m, ok := module.Lookup(t.Module)
+		delete(s.plans, t)
+		delete(s.planErrs, t)
+		m, ok := lookup(t)
 		if !ok {
 			return &planFailure{t, fmt.Errorf("module %q is not registered", t.Module)}
 		}
+		why, args, err := r.decide(s, p, t, predicted)
+		switch {
+		case err != nil && readsRegistered(t, registeredNames(p)):
+			// It reads a result only running an earlier command gives:
+			// planned when the host reaches it.
+			if t.Register != "" {
+				delete(predicted, t.Register)
+			}
+			continue
+		case err != nil:
+			return &planFailure{t, err}
+		case why != "":
+			if t.Register != "" {
+				predicted[t.Register] = map[string]any{"changed": false, "failed": false, "skipped": true}
+			}
+			continue
+		}
+		if r.gates.isLater(t, s.host.Name) {
+			if s.late == nil {
+				s.late = map[*playbook.Task]module.Args{}
+			}
+			s.late[t] = args
+		}
 		at(ctx, s, fmt.Sprintf("plan the play: check task %q", t.Name))
-		pl, err := m.Check(ctx, ov, r.args[t][s.host.Name])
+		pl, err := m.Check(ctx, ov, args)
 		if err != nil {
+			if t.IgnoreErrors {
+				s.planErrs[t] = err
+				if t.Register != "" {
+					predicted[t.Register] = map[string]any{"changed": false, "failed": true, "skipped": false}
+				}
+				continue
+			}
 			return &planFailure{t, err}
 		}
 		s.plans[t] = pl
 		if pl.Skip == "" && pl.Changed() {
 			ov.Record(pl.Files)
+		}
+		if t.Register != "" {
+			if isImperative(m) && pl.Changed() {
+				delete(predicted, t.Register)
+			} else {
+				predicted[t.Register] = map[string]any{"changed": pl.Changed(), "failed": false, "skipped": pl.Skip != ""}
+			}
 		}
 	}
 	return nil
@@ -90,7 +137,12 @@ func baseDir(t *playbook.Task) string {
 // fails after the run has written to the host.
 func (r *runner) runStep(ctx context.Context, s *hostState, tr *report.TaskResult, st step) {
 	r.applyStep(ctx, s, tr, st)
-	if tr.Status == report.Failed || tr.Status == report.Unreachable {
+	if p := r.playOf[st.task]; p != nil {
+		// changed_when/failed_when decide before a failure rolls back.
+		r.judge(s, p, st.task, tr)
+		s.judged = true
+	}
+	if (tr.Status == report.Failed && !tr.Ignored) || tr.Status == report.Unreachable {
 		if cutShort(ctx) {
 			// Say why the step's context ended, not only that it did.
 			tr.Msg = strings.ReplaceAll(tr.Msg, context.Canceled.Error(), context.Cause(ctx).Error())
@@ -105,7 +157,7 @@ func (r *runner) runStep(ctx context.Context, s *hostState, tr *report.TaskResul
 func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskResult, st step) {
 	t, plan := st.task, st.plan
 	tr.Plan = plan
-	m, ok := module.Lookup(t.Module)
+	m, ok := lookup(t)
 	if !ok {
 		tr.Status, tr.Msg = report.Failed, fmt.Sprintf("module %q is not registered", t.Module)
 		return
@@ -148,6 +200,13 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 		at(ctx, s, "apply")
 	}
 	res, err := m.Apply(ctx, w, plan)
+	if err != nil && res != nil && isImperative(m) {
+		// The command ran and failed: what it did is unknown, as after
+		// a success, and its result is what failed_when judges.
+		tr.Result = res
+		s.ran = append(s.ran, plan.Commands...)
+		s.replan = true
+	}
 	if err != nil {
 		r.checkErr(tr, fmt.Errorf("apply: %w", err))
 		if ow, ok := w.(*owingWriter); ok && ow.rolled {
@@ -170,6 +229,11 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 			return
 		}
 	}
+	if ip, ok := m.(module.ImperativePlanner); ok && ip.ImperativePlan(plan) {
+		// Its effect is the same on every run (touch): nothing to
+		// re-check, nothing unknown left behind.
+		return
+	}
 	if isImperative(m) {
 		// What a command did is unknown: the rest of the play is
 		// planned again, on the node as it is now, before its next write.
@@ -188,6 +252,7 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 	}
 	at(ctx, s, "re-check after apply")
 	again, err := m.Check(ctx, transport.ReadOnly(h), st.args)
+	loops.Delete(again)
 	if err != nil {
 		r.checkErr(tr, fmt.Errorf("re-check after apply: %w", err))
 		return

@@ -93,7 +93,7 @@ func (r *runner) notStarted(tr *report.TaskResult) *report.TaskResult {
 // restore starts again the service a step cut short may have left down,
 // after the host was rolled back, and records the state it left.
 func (r *runner) restore(ctx context.Context, s *hostState, tr *report.TaskResult, st step) {
-	m, ok := module.Lookup(st.task.Module)
+	m, ok := lookup(st.task)
 	if !ok || s.h == nil {
 		return
 	}

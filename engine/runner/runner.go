@@ -52,6 +52,10 @@ type Options struct {
 	// once. See interrupt.go.
 	InterruptGrace time.Duration
 	Abort          <-chan struct{}
+
+	// magic are Ansible's groups and hostvars, computed from the
+	// inventory at the start of the run.
+	magic map[string]any
 }
 
 // DefaultTimeout is how long one task may take on one host when neither
@@ -158,6 +162,14 @@ type hostState struct {
 	// cut says the interruption kept a task of the current play from
 	// starting on the host.
 	cut bool
+	// registered are the results earlier tasks registered on the host;
+	// late the arguments of tasks rendered when the host reached them;
+	// planErrs the planning failures of tasks with ignore_errors.
+	registered map[string]any
+	late       map[*playbook.Task]module.Args
+	planErrs   map[*playbook.Task]error
+	// judged says runStep already judged the current task's result.
+	judged bool
 }
 
 type runner struct {
@@ -172,19 +184,33 @@ type runner struct {
 	mu     sync.Mutex
 	// stop ends when the run is interrupted: nothing new starts after it.
 	stop context.Context
+	// gates are Preflight's per-host decisions on when: (keywords.go).
+	gates gates
 }
 
 type rendered map[*playbook.Task]map[string]module.Args
 
 // Preflight renders every task for every host it targets, so a typo in a
-// variable fails the run before any node is touched.
+// variable fails the run before any node is touched. A task's when: is
+// evaluated here when it reads no registered variable: a task skipped on
+// a host is not rendered there. A task that reads a registered variable
+// is decided when the host reaches it (keywords.go).
 func Preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map[*playbook.Play][]*inventory.Host, rendered, error) {
+	targets, args, _, err := preflight(inv, plays, o)
+	return targets, args, err
+}
+
+func preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map[*playbook.Play][]*inventory.Host, rendered, gates, error) {
+	if o.magic == nil {
+		o.magic = magicVars(inv)
+	}
 	var errs *multierror.Error
 	targets := map[*playbook.Play][]*inventory.Host{}
 	args := rendered{}
+	g := gates{skip: map[*playbook.Task]map[string]string{}, later: map[*playbook.Task]map[string]bool{}}
 	limit, err := limitSet(inv, o.Limit)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, g, err
 	}
 	for _, p := range plays {
 		hs, err := inv.Select(p.Hosts)
@@ -199,10 +225,28 @@ func Preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 			}
 		}
 		targets[p] = sel
+		reg := registeredNames(p)
 		for _, t := range p.AllTasks() {
 			args[t] = map[string]module.Args{}
+			g.skip[t] = map[string]string{}
+			g.later[t] = map[string]bool{}
+			later := readsRegistered(t, reg)
 			for _, h := range sel {
-				a, err := t.Render(hostVars(h, p, o))
+				if later {
+					g.later[t][h.Name] = true
+					continue
+				}
+				vars := taskVars(h, p, t, nil, o)
+				ok, c, err := holds(whenOf(t), vars)
+				if err != nil {
+					errs = multierror.Append(errs, fmt.Errorf("host %s: %w", h.Name, err))
+					continue
+				}
+				if !ok {
+					g.skip[t][h.Name] = falseCondition(c)
+					continue
+				}
+				a, err := t.Render(vars)
 				if err != nil && t.NoLog {
 					// The renderer's message may quote the values.
 					errs = multierror.Append(errs, fmt.Errorf("host %s: %s: task %q: its arguments do not render or validate (details hidden: no_log: true)", h.Name, t.Pos, t.Name))
@@ -217,9 +261,9 @@ func Preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 		}
 	}
 	if err := errs.ErrorOrNil(); err != nil {
-		return nil, nil, flatErr(errs)
+		return nil, nil, g, flatErr(errs)
 	}
-	return targets, args, nil
+	return targets, args, g, nil
 }
 
 // flatErr prints a multierror as one error per line, without the "N errors
@@ -235,21 +279,17 @@ func flatErr(m *multierror.Error) error {
 	return errors.New(strings.Join(lines, "\n"))
 }
 
-func hostVars(h *inventory.Host, p *playbook.Play, o Options) map[string]any {
-	base := map[string]any{"inventory_hostname": h.Name, "group_names": h.Groups}
-	return playbook.MergeVars(base, h.Vars, p.Vars, o.ExtraVars)
-}
-
 // Run executes the plays and returns what happened. It returns an error only
 // when the run could not start (bad input); task failures are in the Run.
 func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, o Options) (*report.Run, error) {
 	o.setDefaults()
-	targets, args, err := Preflight(inv, plays, o)
+	o.magic = magicVars(inv)
+	targets, args, g, err := preflight(inv, plays, o)
 	if err != nil {
 		return nil, err
 	}
 	r := &runner{o: o, inv: inv, run: report.NewRun(o.RunID, o.Check), hosts: map[string]*hostState{},
-		args: args, playOf: map[*playbook.Task]*playbook.Play{}, stop: ctx}
+		args: args, playOf: map[*playbook.Task]*playbook.Play{}, stop: ctx, gates: g}
 	for _, p := range plays {
 		for _, t := range p.AllTasks() {
 			r.playOf[t] = p
@@ -400,6 +440,10 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			for i, tr := range results {
 				switch tr.Status {
 				case report.Failed, report.Unreachable:
+					if tr.Ignored {
+						still = append(still, active[i])
+						continue
+					}
 					active[i].out = true
 					if countsAsFailure(tr, active[i]) {
 						failedInBatch++
@@ -677,13 +721,39 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 		if because != nil {
 			tr.Because = dedupe(because[s.host.Name])
 		}
-		if r.stopped() {
+		why, a, derr := r.decide(s, p, t, s.registered)
+		s.judged = false
+		switch {
+		case r.stopped():
 			tr = r.notStarted(tr)
 			s.cut = true
-		} else {
+		case derr != nil:
+			tr.Status, tr.Msg = report.Failed, derr.Error()
+			if t.IgnoreErrors {
+				tr.Ignored = true
+			}
+			r.register(s, t, tr)
+		case why != "":
+			tr.Status, tr.Msg = report.Skipped, why
+			r.register(s, t, tr)
+		default:
+			if r.gates.isLater(t, s.host.Name) {
+				if s.late == nil {
+					s.late = map[*playbook.Task]module.Args{}
+				}
+				s.late[t] = a
+			}
+			tr.Args = a
 			tr = r.bounded(ctx, s, tr, r.timeoutOf(t), func(ctx context.Context) {
-				r.execute(ctx, tr, s, t, args[s.host.Name], become)
+				r.execute(ctx, tr, s, t, a, become)
 			})
+			if !s.judged {
+				r.judge(s, p, t, tr)
+			}
+			if tr.Plan != nil {
+				// A loop's items' plans are done with.
+				loops.Delete(tr.Plan)
+			}
 			if r.stopped() {
 				s.drained = tr
 			}
@@ -772,7 +842,7 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 		}
 		return
 	}
-	m, ok := module.Lookup(tr.Module)
+	m, ok := lookup(t)
 	if !ok {
 		fail(report.Failed, fmt.Errorf("module %q is not registered", tr.Module))
 		return
@@ -800,6 +870,24 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 			if f := r.planFrom(ctx, s, p, taskIndex(p, t)); f != nil {
 				r.planFailed(tr, f, fmt.Sprintf("planned again after %s ran, on the node as it is now:", quoteList(s.ran)))
 				r.rollback(ctx, s, tr)
+				return
+			}
+		}
+		if err, ok := s.planErrs[t]; ok {
+			// Its ignore_errors let the plan go past it.
+			r.checkErr(tr, err)
+			return
+		}
+		if plan = s.plans[t]; plan == nil {
+			// A task that reads a registered result the up-front plan
+			// could not foresee is planned now, on the node as it is.
+			if f := r.planFrom(ctx, s, p, taskIndex(p, t)); f != nil {
+				r.planFailed(tr, f, "planned when the host reached it:")
+				r.rollback(ctx, s, tr)
+				return
+			}
+			if err, ok := s.planErrs[t]; ok {
+				r.checkErr(tr, err)
 				return
 			}
 		}
@@ -843,7 +931,7 @@ func (r *runner) checkTask(ctx context.Context, tr *report.TaskResult, s *hostSt
 // planFailed reports a task that would fail on the planned state as the
 // host's failure: lead says when, the task is named with why.
 func (r *runner) planFailed(tr *report.TaskResult, f *planFailure, lead string) {
-	tr.Task, tr.Module, tr.Args, tr.Notify, tr.BaseDir = f.task.Name, f.task.Module, r.args[f.task][tr.Host], f.task.Notify, baseDir(f.task)
+	tr.Task, tr.Module, tr.Args, tr.Notify, tr.BaseDir = f.task.Name, f.task.Module, r.argsOf(f.task, r.hosts[tr.Host]), f.task.Notify, baseDir(f.task)
 	tr.NoLog = f.task.NoLog
 	tr.Plan = nil
 	r.checkErr(tr, f.err)
@@ -873,7 +961,7 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 	at(ctx, s, "read ahead")
 	qs := []transport.Query{{Globs: []string{path.Join(transport.PendingDir(s.h.StateDir()), "*.json")}}}
 	for _, pt := range p.AllTasks() {
-		m, ok := module.Lookup(pt.Module)
+		m, ok := lookup(pt)
 		if !ok {
 			continue
 		}

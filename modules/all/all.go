@@ -11,6 +11,8 @@ import (
 	_ "nodeconverge/modules/containerd_restart"
 	_ "nodeconverge/modules/containerd_settings"
 	_ "nodeconverge/modules/copy"
+	_ "nodeconverge/modules/file"
 	_ "nodeconverge/modules/shell"
 	_ "nodeconverge/modules/sysctl"
+	_ "nodeconverge/modules/template"
 )

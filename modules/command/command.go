@@ -157,6 +157,8 @@ type planData struct {
 }
 
 // Apply runs the command; a non-zero exit fails the task with its output.
+// The result comes back with the error too: its exit status and output
+// are what `register:` keeps and `failed_when:` judges.
 func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*module.Result, error) {
 	var d planData
 	if err := json.Unmarshal(p.Data, &d); err != nil {
@@ -170,8 +172,11 @@ func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*m
 	if se := strings.TrimRight(string(res.Stderr), "\n"); se != "" {
 		out = strings.TrimLeft(out+"\n"+se, "\n")
 	}
+	rc := res.ExitCode
+	result := &module.Result{Changed: true, Output: out, RC: &rc,
+		Stdout: strings.TrimRight(string(res.Stdout), "\n"), Stderr: strings.TrimRight(string(res.Stderr), "\n")}
 	if !res.OK() {
-		return nil, fmt.Errorf("%s exited %d:\n%s", p.Commands[0], res.ExitCode, out)
+		return result, fmt.Errorf("%s exited %d:\n%s", p.Commands[0], res.ExitCode, out)
 	}
-	return &module.Result{Changed: true, Output: out}, nil
+	return result, nil
 }

@@ -19,7 +19,16 @@ import (
 	"nodeconverge/engine/transport"
 )
 
-func init() { module.Register("sysctl", Module{}) }
+func init() {
+	module.Register("sysctl", Module{})
+	// Ansible's sysctl module, with its argument names (name, value,
+	// sysctl_file, reload, sysctl_set, state): the same module in the
+	// mode that owns only the named key's line of the file.
+	module.Register("ansible.posix.sysctl", Module{})
+}
+
+// AnsibleDefaultFile is ansible.posix.sysctl's default sysctl_file.
+const AnsibleDefaultFile = "/etc/sysctl.conf"
 
 // DefaultPath is the file the module owns unless told otherwise.
 const DefaultPath = "/etc/sysctl.d/99-inotify.conf"
@@ -33,17 +42,38 @@ var SearchDirs = []string{"/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysc
 // which is how Debian wires it (/etc/sysctl.d/99-sysctl.conf links to it).
 const SysctlConf = "/etc/sysctl.conf"
 
-// Args are the sysctl module's arguments.
+// Args are the sysctl module's arguments. Either values (nodeconverge's
+// form: the module owns the whole file at path) or name and value
+// (ansible.posix.sysctl's form: the module owns only that key's lines of
+// sysctl_file, and sets the live value exactly).
 type Args struct {
 	Path        string            `yaml:"path"`
 	Values      map[string]string `yaml:"values"`
 	ApplyLive   bool              `yaml:"apply_live"`
 	Minimum     bool              `yaml:"minimum"`
 	AllowShadow bool              `yaml:"allow_shadow"`
+
+	// ansible.posix.sysctl's arguments.
+	Name         string `yaml:"name"`
+	Value        string `yaml:"value"`
+	State        string `yaml:"state"`
+	SysctlFile   string `yaml:"sysctl_file"`
+	Reload       *bool  `yaml:"reload"`
+	SysctlSet    *bool  `yaml:"sysctl_set"`
+	IgnoreErrors bool   `yaml:"ignoreerrors"`
+
+	// KeyOnly says the file is shared: only the wanted keys' lines are
+	// the module's (set by Validate for the Ansible form; kept in saved
+	// plans' arguments, never written in a playbook).
+	KeyOnly bool `yaml:"-" json:",omitempty"`
 }
 
-// Validate checks what a type cannot.
+// Validate checks what a type cannot, and turns the Ansible form into the
+// module's own.
 func (a *Args) Validate() error {
+	if err := a.ansible(); err != nil {
+		return err
+	}
 	switch {
 	case !path.IsAbs(a.Path) || path.Clean(a.Path) != a.Path:
 		return fmt.Errorf("path %q must be a clean absolute path", a.Path)
@@ -60,6 +90,42 @@ func (a *Args) Validate() error {
 			return fmt.Errorf("values: %s: %q is not a one-line, non-empty value", k, v)
 		}
 	}
+	return nil
+}
+
+// ansible maps ansible.posix.sysctl's arguments onto the module's: name
+// and value are the one key, sysctl_file (default /etc/sysctl.conf) is
+// path, reload or sysctl_set set the live value, and it is set exactly
+// (a higher live value is changed, as Ansible does).
+func (a *Args) ansible() error {
+	if a.Name == "" && a.Value == "" && a.State == "" && a.SysctlFile == "" && a.Reload == nil && a.SysctlSet == nil && !a.IgnoreErrors {
+		return nil
+	}
+	switch {
+	case a.Name == "":
+		return errors.New("name is required with value, state, sysctl_file, reload or sysctl_set (ansible.posix.sysctl's form)")
+	case len(a.Values) > 0:
+		return errors.New("give either values (the whole file) or name and value (one key of sysctl_file), not both")
+	case a.Path != DefaultPath && a.Path != "":
+		return errors.New("path is the file of the values form; with name and value give sysctl_file")
+	case a.State == "absent":
+		return errors.New("state: absent is not supported: nodeconverge does not remove a key from a file; own a sysctl.d file with the values form and leave the key out")
+	case a.State != "" && a.State != "present":
+		return fmt.Errorf("state %q: only present is supported", a.State)
+	case a.IgnoreErrors:
+		return errors.New("ignoreerrors is not supported: a key the kernel does not have is an error")
+	case a.Value == "":
+		return errors.New("value is required")
+	}
+	a.Path = AnsibleDefaultFile
+	if a.SysctlFile != "" {
+		a.Path = a.SysctlFile
+	}
+	a.Values = map[string]string{a.Name: a.Value}
+	a.ApplyLive = (a.Reload == nil || *a.Reload) || (a.SysctlSet != nil && *a.SysctlSet)
+	a.Minimum = false
+	a.KeyOnly = true
+	a.Name, a.Value, a.State, a.SysctlFile, a.Reload, a.SysctlSet = "", "", "", "", nil, nil
 	return nil
 }
 
@@ -202,7 +268,18 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 	for _, s := range parse(a.Path, live.Content) {
 		inFile[s.Key] = s.Value
 	}
-	if !live.Exists || !sameMap(inFile, want) {
+	same := sameMap(inFile, want)
+	if a.KeyOnly {
+		// The file is shared: only the wanted keys' lines are ours.
+		body = setKeys(live.Content, want)
+		same = true
+		for k, v := range want {
+			if inFile[k] != v {
+				same = false
+			}
+		}
+	}
+	if !live.Exists || !same {
 		fc := module.FileChange{Path: a.Path, After: body, AfterHash: module.Hash(body), Mode: 0o644, Action: module.Create}
 		if live.Exists {
 			fc.Action, fc.Before, fc.BeforeHash, fc.Mode = module.Update, live.Content, module.Hash(live.Content), 0
@@ -250,7 +327,9 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 		// sysctl -p sets every key of the file; when a live value is
 		// already above the wanted one, that would lower it, so only the
 		// drifting keys are set.
-		if above {
+		if above || a.KeyOnly {
+			// In a shared file (the Ansible form) the other lines are
+			// not ours to apply: only the module's keys are set.
 			d.Cmd = []string{"sysctl", "-w"}
 			for _, k := range drift {
 				d.Cmd = append(d.Cmd, k+"="+want[k])
@@ -271,6 +350,38 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 	}
 	plan.Data = raw
 	return plan, nil
+}
+
+// setKeys is a shared sysctl file with each wanted key set: every line
+// that sets the key gets the wanted value, a key no line sets is added at
+// the end; every other line is kept as it was.
+func setKeys(old []byte, want map[string]string) []byte {
+	text := string(old)
+	var lines []string
+	if text != "" {
+		lines = strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	}
+	found := map[string]bool{}
+	for i, line := range lines {
+		t := strings.TrimSpace(line)
+		if t == "" || t[0] == '#' || t[0] == ';' {
+			continue
+		}
+		k, _, ok := strings.Cut(t, "=")
+		if !ok {
+			continue
+		}
+		if v, ok := want[normKey(k)]; ok {
+			lines[i] = normKey(k) + " = " + v
+			found[normKey(k)] = true
+		}
+	}
+	for _, k := range sortedKeys(want) {
+		if !found[k] {
+			lines = append(lines, k+" = "+want[k])
+		}
+	}
+	return []byte(strings.Join(lines, "\n") + "\n")
 }
 
 func sameMap(a, b map[string]string) bool {

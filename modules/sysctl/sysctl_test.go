@@ -227,3 +227,103 @@ func TestLabSysctlRollback(t *testing.T) {
 		t.Errorf("rolled back paths (-want +got):\n%s", diff)
 	}
 }
+
+// TestAnsibleForm: ansible.posix.sysctl's arguments map onto the module:
+// one key of sysctl_file (default /etc/sysctl.conf), set exactly, live
+// unless reload and sysctl_set are both false; what does not map is
+// refused saying why.
+func TestAnsibleForm(t *testing.T) {
+	f := false
+	yes := true
+	for name, tc := range map[string]struct {
+		a    Args
+		want Args
+	}{
+		"defaults": {Args{Name: "net.ipv4.ip_forward", Value: "1"},
+			Args{Path: AnsibleDefaultFile, Values: map[string]string{"net.ipv4.ip_forward": "1"}, ApplyLive: true, KeyOnly: true}},
+		"file, no reload": {Args{Name: "vm.swappiness", Value: "10", SysctlFile: "/etc/sysctl.d/99-k8s.conf", Reload: &f, State: "present"},
+			Args{Path: "/etc/sysctl.d/99-k8s.conf", Values: map[string]string{"vm.swappiness": "10"}, KeyOnly: true}},
+		"sysctl_set": {Args{Name: "vm.swappiness", Value: "10", Reload: &f, SysctlSet: &yes},
+			Args{Path: AnsibleDefaultFile, Values: map[string]string{"vm.swappiness": "10"}, ApplyLive: true, KeyOnly: true}},
+	} {
+		a := Module{}.NewArgs().(*Args)
+		a.Name, a.Value, a.SysctlFile, a.Reload, a.SysctlSet, a.State = tc.a.Name, tc.a.Value, tc.a.SysctlFile, tc.a.Reload, tc.a.SysctlSet, tc.a.State
+		if err := a.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if diff := cmp.Diff(&tc.want, a); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
+	for name, tc := range map[string]struct {
+		mutate func(*Args)
+		want   string
+	}{
+		"absent":       {func(a *Args) { a.Name, a.State = "vm.x", "absent" }, "state: absent is not supported"},
+		"ignoreerrors": {func(a *Args) { a.Name, a.Value, a.IgnoreErrors = "vm.x", "1", true }, "ignoreerrors is not supported"},
+		"no name":      {func(a *Args) { a.Value = "1" }, "name is required"},
+		"both forms":   {func(a *Args) { a.Name, a.Value, a.Values = "vm.x", "1", map[string]string{"vm.y": "2"} }, "not both"},
+		"no value":     {func(a *Args) { a.Name = "vm.x" }, "value is required"},
+	} {
+		a := Module{}.NewArgs().(*Args)
+		tc.mutate(a)
+		if err := a.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate = %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+// TestSetKeys: in the Ansible form the file is shared: the key's lines
+// get the value, a missing key is added, every other line is kept.
+func TestSetKeys(t *testing.T) {
+	old := "# kube\nnet.ipv4.ip_forward=0\nvm.swappiness = 60\n; note\nnet/ipv4/ip_forward = 0\n"
+	got := string(setKeys([]byte(old), map[string]string{"net.ipv4.ip_forward": "1", "fs.file-max": "100"}))
+	want := "# kube\nnet.ipv4.ip_forward = 1\nvm.swappiness = 60\n; note\nnet.ipv4.ip_forward = 1\nfs.file-max = 100\n"
+	if got != want {
+		t.Errorf("setKeys:\n got %q\nwant %q", got, want)
+	}
+	if got := string(setKeys(nil, map[string]string{"a.b": "1"})); got != "a.b = 1\n" {
+		t.Errorf("setKeys on a new file = %q", got)
+	}
+}
+
+// TestLabSysctlAnsibleForm: ansible.posix.sysctl's form on a lab node:
+// only the key's line of a shared file changes (the operator's other
+// lines stay), the live value is set exactly, and a second check plans
+// nothing.
+func TestLabSysctlAnsibleForm(t *testing.T) {
+	ctx := context.Background()
+	l, n, h := labHost(t, labtest.Options{Nodes: 1, Scenario: "clean", NoContainerd: true})
+	file := "/etc/sysctl.d/90-shared.conf"
+	if err := os.WriteFile(l.NodePath(n.Name, file), []byte("# operator's\nfs.inotify.max_user_instances = 64\nvm.operator = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := Module{}
+	a := m.NewArgs().(*Args)
+	a.Name, a.Value, a.SysctlFile = "fs.inotify.max_user_instances", "512", file
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := m.Check(ctx, transport.ReadOnly(h), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# operator's\nfs.inotify.max_user_instances = 512\nvm.operator = 1\n"
+	if len(plan.Files) != 1 || string(plan.Files[0].After) != want {
+		t.Fatalf("planned file: %+v", plan.Files)
+	}
+	if _, err := m.Apply(ctx, h, plan); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(l.NodePath(n.Name, file)); string(b) != want {
+		t.Errorf("file = %q, want %q", b, want)
+	}
+	if b, _ := os.ReadFile(l.NodePath(n.Name, "/proc/sys/fs/inotify/max_user_instances")); strings.TrimSpace(string(b)) != "512" {
+		t.Errorf("live = %q, want 512", b)
+	}
+	again, err := m.Check(ctx, transport.ReadOnly(h), a)
+	if err != nil || again.Changed() {
+		t.Fatalf("second check = %+v, %v; want nothing to do", again, err)
+	}
+}

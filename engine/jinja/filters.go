@@ -1,0 +1,581 @@
+package jinja
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/nikolalohinski/gonja/v2/exec"
+	"gopkg.in/yaml.v3"
+)
+
+// ansibleFilters are the Ansible filters playbooks use most, on top of
+// Jinja2's own.
+var ansibleFilters = map[string]exec.FilterFunction{
+	"bool":          filterBool,
+	"regex_replace": filterRegexReplace,
+	"regex_search":  filterRegexSearch,
+	"regex_escape":  stringFilter(regexp.QuoteMeta),
+	"to_json": func(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+		return valueOrErr(in, toJSON(native(in), false))
+	},
+	"to_nice_json": func(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+		return valueOrErr(in, toJSON(native(in), true))
+	},
+	"to_yaml": func(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+		return valueOrErr(in, toYAML(native(in)))
+	},
+	"to_nice_yaml": func(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+		return valueOrErr(in, toYAML(native(in)))
+	},
+	"from_json":  filterFromJSON,
+	"from_yaml":  filterFromYAML,
+	"b64encode":  stringFilter(func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }),
+	"b64decode":  filterB64Decode,
+	"basename":   stringFilter(path.Base),
+	"dirname":    stringFilter(path.Dir),
+	"quote":      stringFilter(shellQuote),
+	"mandatory":  filterMandatory,
+	"ternary":    filterTernary,
+	"dict2items": filterDict2Items,
+	"items2dict": filterItems2Dict,
+	"combine":    filterCombine,
+	"flatten":    filterFlatten,
+	"split":      filterSplit,
+}
+
+// allFilterNames is every name Filters may list.
+func allFilterNames() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, set := range []map[string]exec.FilterFunction{ansibleFilters} {
+		for n := range set {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	for _, n := range builtinFilterNames {
+		if !seen[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// builtinFilterNames are Jinja2's filters as gonja has them (its set does
+// not list its names).
+var builtinFilterNames = []string{"abs", "attr", "batch", "capitalize", "center", "default", "d", "dictsort", "e", "escape",
+	"filesizeformat", "first", "float", "forceescape", "format", "groupby", "indent", "int", "join", "items", "last", "length",
+	"count", "list", "lower", "map", "max", "min", "pprint", "random", "rejectattr", "reject", "replace", "reverse", "round",
+	"safe", "selectattr", "select", "slice", "sort", "string", "striptags", "sum", "title", "tojson", "trim", "truncate",
+	"unique", "upper", "urlencode", "urlize", "wordcount", "wordwrap", "xmlattr"}
+
+func valueOrErr(in *exec.Value, out any) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	return exec.AsValue(out)
+}
+
+func stringFilter(f func(string) string) exec.FilterFunction {
+	return func(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+		if in.IsError() {
+			return in
+		}
+		return exec.AsValue(f(Text(native(in))))
+	}
+}
+
+func errValue(format string, a ...any) *exec.Value {
+	return exec.AsValue(fmt.Errorf(format, a...))
+}
+
+func arg(params *exec.VarArgs, i int, kw string) *exec.Value {
+	if i < len(params.Args) {
+		return params.Args[i]
+	}
+	if v, ok := params.KwArgs[kw]; ok {
+		return v
+	}
+	return nil
+}
+
+// filterBool is Ansible's bool: yes/on/1/true (any case) are true.
+func filterBool(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	switch x := native(in).(type) {
+	case bool:
+		return exec.AsValue(x)
+	case nil:
+		return exec.AsValue(false)
+	case int:
+		return exec.AsValue(x == 1)
+	case float64:
+		return exec.AsValue(x == 1)
+	case string:
+		switch strings.ToLower(strings.TrimSpace(x)) {
+		case "yes", "on", "1", "true", "y", "t":
+			return exec.AsValue(true)
+		}
+		return exec.AsValue(false)
+	}
+	return exec.AsValue(false)
+}
+
+// pyRegexp compiles a Python regular expression: named groups (?P<n>)
+// are Go's too; \1 in a replacement is ${1}.
+func pyRegexp(s string, ignoreCase, multiline bool) (*regexp.Regexp, error) {
+	flags := ""
+	if ignoreCase {
+		flags += "i"
+	}
+	if multiline {
+		flags += "m"
+	}
+	if flags != "" {
+		s = "(?" + flags + ")" + s
+	}
+	return regexp.Compile(s)
+}
+
+var backrefRe = regexp.MustCompile(`\\(\d+)|\\g<(\w+)>`)
+
+func filterRegexReplace(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	pat, rep := arg(params, 0, "regex"), arg(params, 1, "replace")
+	if pat == nil {
+		return errValue("regex_replace needs a pattern")
+	}
+	ic := arg(params, 99, "ignorecase")
+	ml := arg(params, 99, "multiline")
+	re, err := pyRegexp(pat.String(), ic != nil && ic.IsTrue(), ml != nil && ml.IsTrue())
+	if err != nil {
+		return errValue("regex_replace: %v", err)
+	}
+	r := ""
+	if rep != nil {
+		r = rep.String()
+	}
+	r = strings.ReplaceAll(r, "$", "$$")
+	r = backrefRe.ReplaceAllStringFunc(r, func(m string) string {
+		sm := backrefRe.FindStringSubmatch(m)
+		if sm[1] != "" {
+			return "${" + sm[1] + "}"
+		}
+		return "${" + sm[2] + "}"
+	})
+	return exec.AsValue(re.ReplaceAllString(Text(native(in)), r))
+}
+
+func filterRegexSearch(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	pat := arg(params, 0, "regex")
+	if pat == nil {
+		return errValue("regex_search needs a pattern")
+	}
+	ic := arg(params, 99, "ignorecase")
+	ml := arg(params, 99, "multiline")
+	re, err := pyRegexp(pat.String(), ic != nil && ic.IsTrue(), ml != nil && ml.IsTrue())
+	if err != nil {
+		return errValue("regex_search: %v", err)
+	}
+	m := re.FindString(Text(native(in)))
+	if m == "" && !re.MatchString(Text(native(in))) {
+		return exec.AsValue(nil)
+	}
+	return exec.AsValue(m)
+}
+
+func toJSON(v any, nice bool) string {
+	var b []byte
+	var err error
+	if nice {
+		b, err = json.MarshalIndent(sortable(v), "", "    ")
+	} else {
+		b, err = json.Marshal(sortable(v))
+	}
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// sortable turns maps with non-string keys into string-keyed maps so JSON
+// can encode them.
+func sortable(v any) any {
+	switch x := v.(type) {
+	case map[any]any:
+		out := map[string]any{}
+		for k, val := range x {
+			out[fmt.Sprint(k)] = sortable(val)
+		}
+		return out
+	case map[string]any:
+		out := map[string]any{}
+		for k, val := range x {
+			out[k] = sortable(val)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, val := range x {
+			out[i] = sortable(val)
+		}
+		return out
+	}
+	return v
+}
+
+func toYAML(v any) string {
+	b, err := yaml.Marshal(sortable(v))
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func filterFromJSON(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	var out any
+	if err := json.Unmarshal([]byte(in.String()), &out); err != nil {
+		return errValue("from_json: %v", err)
+	}
+	return exec.AsValue(out)
+}
+
+func filterFromYAML(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	var out any
+	if err := yaml.Unmarshal([]byte(in.String()), &out); err != nil {
+		return errValue("from_yaml: %v", err)
+	}
+	return exec.AsValue(sortable(out))
+}
+
+func filterB64Decode(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(in.String()))
+	if err != nil {
+		return errValue("b64decode: %v", err)
+	}
+	return exec.AsValue(string(b))
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./-_", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
+func filterMandatory(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() || in.IsNil() {
+		if msg := arg(params, 0, "msg"); msg != nil {
+			return errValue("%s", msg.String())
+		}
+		return errValue("mandatory variable not defined")
+	}
+	return in
+}
+
+func filterTernary(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	t, f := arg(params, 0, "true_val"), arg(params, 1, "false_val")
+	if t == nil || f == nil {
+		return errValue("ternary needs a true and a false value")
+	}
+	if in.IsNil() {
+		if n := arg(params, 2, "none_val"); n != nil {
+			return n
+		}
+	}
+	if Truth(native(in)) {
+		return t
+	}
+	return f
+}
+
+func filterDict2Items(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	kn, vn := "key", "value"
+	if k := arg(params, 99, "key_name"); k != nil {
+		kn = k.String()
+	}
+	if v := arg(params, 99, "value_name"); v != nil {
+		vn = v.String()
+	}
+	m, ok := native(in).(map[string]any)
+	if !ok {
+		return errValue("dict2items needs a mapping")
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]any, 0, len(m))
+	for _, k := range keys {
+		out = append(out, map[string]any{kn: k, vn: m[k]})
+	}
+	return exec.AsValue(out)
+}
+
+func filterItems2Dict(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	kn, vn := "key", "value"
+	if k := arg(params, 99, "key_name"); k != nil {
+		kn = k.String()
+	}
+	if v := arg(params, 99, "value_name"); v != nil {
+		vn = v.String()
+	}
+	list, ok := native(in).([]any)
+	if !ok {
+		return errValue("items2dict needs a list")
+	}
+	out := map[string]any{}
+	for _, it := range list {
+		m, ok := it.(map[string]any)
+		if !ok {
+			return errValue("items2dict: each item must be a mapping with %s and %s", kn, vn)
+		}
+		out[Text(m[kn])] = m[vn]
+	}
+	return exec.AsValue(out)
+}
+
+func filterCombine(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	rec := arg(params, 99, "recursive")
+	out := map[string]any{}
+	merge := func(v any) bool {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		combine(out, m, rec != nil && rec.IsTrue())
+		return true
+	}
+	if !merge(native(in)) {
+		return errValue("combine needs mappings")
+	}
+	for _, p := range params.Args {
+		if !merge(native(p)) {
+			return errValue("combine needs mappings")
+		}
+	}
+	return exec.AsValue(out)
+}
+
+func combine(dst, src map[string]any, recursive bool) {
+	for k, v := range src {
+		if recursive {
+			if dm, ok := dst[k].(map[string]any); ok {
+				if sm, ok := v.(map[string]any); ok {
+					n := map[string]any{}
+					combine(n, dm, true)
+					combine(n, sm, true)
+					dst[k] = n
+					continue
+				}
+			}
+		}
+		dst[k] = v
+	}
+}
+
+func filterFlatten(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	levels := -1
+	if l := arg(params, 0, "levels"); l != nil {
+		levels = l.Integer()
+	}
+	list, ok := native(in).([]any)
+	if !ok {
+		return errValue("flatten needs a list")
+	}
+	return exec.AsValue(flatten(list, levels))
+}
+
+func flatten(list []any, levels int) []any {
+	var out []any
+	for _, it := range list {
+		if sub, ok := it.([]any); ok && levels != 0 {
+			out = append(out, flatten(sub, levels-1)...)
+			continue
+		}
+		if it != nil {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func filterSplit(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	s := Text(native(in))
+	var parts []string
+	if sep := arg(params, 0, "sep"); sep != nil && !sep.IsNil() {
+		parts = strings.Split(s, sep.String())
+	} else {
+		parts = strings.Fields(s)
+	}
+	out := make([]any, len(parts))
+	for i, p := range parts {
+		out[i] = p
+	}
+	return exec.AsValue(out)
+}
+
+// ansibleTests are Ansible's tests on task results and strings.
+var ansibleTests = map[string]exec.TestFunction{
+	"succeeded":       resultTest(func(r map[string]any) bool { return !Truth(r["failed"]) }),
+	"success":         resultTest(func(r map[string]any) bool { return !Truth(r["failed"]) }),
+	"failed":          resultTest(func(r map[string]any) bool { return Truth(r["failed"]) }),
+	"failure":         resultTest(func(r map[string]any) bool { return Truth(r["failed"]) }),
+	"changed":         resultTest(func(r map[string]any) bool { return Truth(r["changed"]) }),
+	"change":          resultTest(func(r map[string]any) bool { return Truth(r["changed"]) }),
+	"skipped":         resultTest(func(r map[string]any) bool { return Truth(r["skipped"]) }),
+	"skip":            resultTest(func(r map[string]any) bool { return Truth(r["skipped"]) }),
+	"match":           regexTest(func(re *regexp.Regexp, s string) bool { loc := re.FindStringIndex(s); return loc != nil && loc[0] == 0 }),
+	"search":          regexTest(func(re *regexp.Regexp, s string) bool { return re.MatchString(s) }),
+	"regex":           regexTest(func(re *regexp.Regexp, s string) bool { return re.MatchString(s) }),
+	"version":         testVersion,
+	"version_compare": testVersion,
+}
+
+func resultTest(f func(map[string]any) bool) exec.TestFunction {
+	return func(_ *exec.Context, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+		m, ok := native(in).(map[string]any)
+		if !ok {
+			return false, fmt.Errorf("the test needs a task result (a registered variable), got %s", Text(native(in)))
+		}
+		return f(m), nil
+	}
+}
+
+// untuple spreads the arguments of a test called with several
+// (gonja passes `is version('1.7', '>=')` as one tuple).
+func untuple(params *exec.VarArgs) *exec.VarArgs {
+	if len(params.Args) != 1 || !params.Args[0].IsList() {
+		return params
+	}
+	list, ok := native(params.Args[0]).([]any)
+	if !ok {
+		return params
+	}
+	out := &exec.VarArgs{KwArgs: params.KwArgs}
+	for _, v := range list {
+		out.Args = append(out.Args, exec.AsValue(v))
+	}
+	return out
+}
+
+func regexTest(f func(*regexp.Regexp, string) bool) exec.TestFunction {
+	return func(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
+		params = untuple(params)
+		pat := arg(params, 0, "pattern")
+		if pat == nil {
+			return false, fmt.Errorf("the test needs a pattern")
+		}
+		ic := arg(params, 99, "ignorecase")
+		ml := arg(params, 99, "multiline")
+		re, err := pyRegexp(pat.String(), ic != nil && ic.IsTrue(), ml != nil && ml.IsTrue())
+		if err != nil {
+			return false, err
+		}
+		return f(re, Text(native(in))), nil
+	}
+}
+
+// testVersion compares dotted versions numerically part by part (a
+// non-numeric part compares as text), as LooseVersion mostly does.
+func testVersion(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
+	params = untuple(params)
+	other := arg(params, 0, "version")
+	if other == nil {
+		return false, fmt.Errorf("version needs a version to compare with")
+	}
+	op := "=="
+	if o := arg(params, 1, "operator"); o != nil {
+		op = o.String()
+	}
+	c := compareVersions(Text(native(in)), Text(native(other)))
+	switch op {
+	case "==", "=", "eq":
+		return c == 0, nil
+	case "!=", "<>", "ne":
+		return c != 0, nil
+	case "<", "lt":
+		return c < 0, nil
+	case "<=", "le":
+		return c <= 0, nil
+	case ">", "gt":
+		return c > 0, nil
+	case ">=", "ge":
+		return c >= 0, nil
+	}
+	return false, fmt.Errorf("version: unknown operator %q", op)
+}
+
+var versionPartRe = regexp.MustCompile(`\d+|[A-Za-z]+`)
+
+func compareVersions(a, b string) int {
+	pa, pb := versionPartRe.FindAllString(a, -1), versionPartRe.FindAllString(b, -1)
+	for i := 0; i < len(pa) || i < len(pb); i++ {
+		if i >= len(pa) {
+			return -1
+		}
+		if i >= len(pb) {
+			return 1
+		}
+		na, ea := strconv.Atoi(pa[i])
+		nb, eb := strconv.Atoi(pb[i])
+		switch {
+		case ea == nil && eb == nil:
+			if na != nb {
+				if na < nb {
+					return -1
+				}
+				return 1
+			}
+		case pa[i] != pb[i]:
+			if pa[i] < pb[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}

@@ -1,0 +1,174 @@
+package jinja
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var vars = map[string]any{
+	"name":    "gpu01",
+	"port":    8080,
+	"flag":    "yes",
+	"off":     "false",
+	"list":    []any{"a", "b", 3},
+	"empty":   []any{},
+	"m":       map[string]any{"k": "v", "n": 2},
+	"result":  map[string]any{"rc": 0, "stdout": "ok\nsecond", "changed": true, "failed": false},
+	"hostile": "$(reboot); `id` 'q'",
+	"ver":     "1.7.13",
+}
+
+func render(t *testing.T, src string) string {
+	t.Helper()
+	tpl, err := Parse(src)
+	if err != nil {
+		t.Fatalf("Parse(%q): %v", src, err)
+	}
+	out, err := tpl.Render(vars)
+	if err != nil {
+		t.Fatalf("Render(%q): %v", src, err)
+	}
+	return out
+}
+
+func TestFilters(t *testing.T) {
+	for src, want := range map[string]string{
+		"{{ name }}":                              "gpu01",
+		"{{ missing | default('x') }}":            "x",
+		"{{ missing | d('y') }}":                  "y",
+		"{{ flag | bool }}":                       "True",
+		"{{ off | bool }}":                        "False",
+		"{{ '42' | int + 1 }}":                    "43",
+		"{{ port | string }}":                     "8080",
+		"{{ list | join(',') }}":                  "a,b,3",
+		"{{ 'ABC' | lower }}-{{ 'abc' | upper }}": "abc-ABC",
+		"{{ name | regex_replace('^gpu(\\\\d+)$', 'node\\\\1') }}": "node01",
+		"{{ m | to_json }}":                                       `{"k":"v","n":2}`,
+		"{{ list | to_yaml }}":                                    "- a\n- b\n- 3\n",
+		"{{ '  x ' | trim }}":                                     "x",
+		"{{ list | length }}":                                     "3",
+		"{{ 'a-b' | replace('-', '_') }}":                         "a_b",
+		"{{ result.stdout.splitlines() | first }}":                "ok",
+		"{{ (port > 80) | ternary('hi', 'lo') }}":                 "hi",
+		"{{ '/etc/x/y.conf' | basename }}":                        "y.conf",
+		"{{ m | dict2items | map(attribute='key') | join(',') }}": "k,n",
+		"{% for x in list %}[{{ x }}]{% endfor %}\n":              "[a][b][3]\n",
+		"{% if result is changed %}c{% endif %}":                  "c",
+		"{{ ver is version('1.7', '>=') }}":                       "True",
+		"{{ hostile | quote }}":                                   `'$(reboot); ` + "`id`" + ` '"'"'q'"'"''`,
+	} {
+		if got := render(t, src); got != want {
+			t.Errorf("%s = %q, want %q", src, got, want)
+		}
+	}
+}
+
+func TestValueKeepsType(t *testing.T) {
+	tpl, err := Parse("{{ list }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := tpl.Value(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]any{"a", "b", 3}, v); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	tpl, _ = Parse("x{{ port }}")
+	if v, _ := tpl.Value(vars); v != "x8080" {
+		t.Errorf("text around: %#v", v)
+	}
+}
+
+// TestUnknownFilterAtParse: an unknown filter or test is an error at
+// parse, with its place and the nearest name.
+func TestUnknownFilterAtParse(t *testing.T) {
+	_, err := Parse("a\n{{ name | lowre }}")
+	var je *Error
+	if !errors.As(err, &je) || !strings.Contains(err.Error(), `unknown filter "lowre" (did you mean lower?)`) || je.Line != 2 || je.Col != 11 {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := Parse("{% if x is frobbed %}{% endif %}"); err == nil || !strings.Contains(err.Error(), `unknown test "frobbed"`) {
+		t.Errorf("unknown test: %v", err)
+	}
+	if _, err := Parse("{{ 1 + }}"); err == nil || !strings.Contains(err.Error(), "template syntax") {
+		t.Errorf("syntax: %v", err)
+	}
+}
+
+func TestUndefined(t *testing.T) {
+	tpl, _ := Parse("{{ nope }}")
+	if _, err := tpl.Render(vars); err == nil || err.Error() != `undefined variable "nope"` {
+		t.Errorf("undefined: %v", err)
+	}
+	tpl, _ = Parse("{{ m.zz }}")
+	if _, err := tpl.Render(vars); err == nil || !strings.Contains(err.Error(), `"zz"`) {
+		t.Errorf("missing key: %v", err)
+	}
+}
+
+// TestValuesAreData: a substituted value is never parsed again, and
+// Quoted makes each substitution one quoted word.
+func TestValuesAreData(t *testing.T) {
+	tpl, _ := Parse("{{ x }}")
+	out, err := tpl.Render(map[string]any{"x": "{{ name }}{% if 1 %}y{% endif %}"})
+	if err != nil || out != "{{ name }}{% if 1 %}y{% endif %}" {
+		t.Errorf("re-parsed: %q %v", out, err)
+	}
+	tpl, _ = Parse("echo {{ hostile }} > /tmp/{{ name }}")
+	out, err = tpl.Quoted(vars, func(s string) string { return "<" + s + ">" })
+	if err != nil || out != "echo <$(reboot); `id` 'q'> > /tmp/<gpu01>" {
+		t.Errorf("Quoted = %q, %v", out, err)
+	}
+	tpl, _ = Parse("{% if flag %}rm -rf /{% endif %}")
+	if _, err := tpl.Quoted(vars, func(s string) string { return s }); err == nil {
+		t.Error("Quoted accepted a block tag")
+	}
+}
+
+func TestExpr(t *testing.T) {
+	for src, want := range map[string]bool{
+		"result.rc == 0": true,
+		"result is changed and not result.failed": true,
+		"flag | bool":               true,
+		"off | bool":                false,
+		"'second' in result.stdout": true,
+		"missing is defined":        false,
+		"missing is not defined":    true,
+		"empty":                     false,
+		"list | length > 2":         true,
+		"{{ port == 8080 }}":        true,
+		"name == 'gpu01' or nope":   true,
+	} {
+		e, err := ParseExpr(src)
+		if err != nil {
+			t.Errorf("ParseExpr(%q): %v", src, err)
+			continue
+		}
+		got, err := e.Truth(vars)
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		if got != want {
+			t.Errorf("%s = %v, want %v", src, got, want)
+		}
+	}
+	e, err := ParseExpr("result.rc == 0 and x.y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"result", "x"}, e.Names()); diff != "" {
+		t.Errorf("Names (-want +got):\n%s", diff)
+	}
+	if _, err := e.Truth(vars); err == nil || !strings.Contains(err.Error(), `undefined variable "x"`) {
+		t.Errorf("undefined in when: %v", err)
+	}
+	if _, err := ParseExpr("x | nosuch"); err == nil || !strings.Contains(err.Error(), "unknown filter") {
+		t.Errorf("unknown filter in when: %v", err)
+	}
+}

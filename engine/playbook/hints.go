@@ -1,0 +1,182 @@
+package playbook
+
+import "strings"
+
+// What nodeconverge says about the parts of Ansible it does not run, so a
+// playbook written for Ansible fails with one list of what to change and,
+// where there is one, the nodeconverge way to say it.
+
+// wholeFile is the answer for every module that edits part of a file.
+const wholeFile = "not supported: nodeconverge owns whole files; use copy (content or src) or template with the whole file"
+
+const packages = "not supported: nodeconverge does not manage packages; install them in the node image, or run the package tool with command and a creates: guard"
+
+const services = "not supported as a module: restart a service from a handler with command (argv: [systemctl, restart, NAME]); containerd has containerd_restart, which checks its health"
+
+// moduleHints maps Ansible module names (short, without a collection) that
+// nodeconverge does not have to what to use instead.
+var moduleHints = map[string]string{
+	"lineinfile":       wholeFile,
+	"blockinfile":      wholeFile,
+	"replace":          wholeFile,
+	"ini_file":         wholeFile,
+	"xml":              wholeFile,
+	"apt":              packages,
+	"yum":              packages,
+	"dnf":              packages,
+	"package":          packages,
+	"pip":              packages,
+	"snap":             packages,
+	"zypper":           packages,
+	"apt_key":          packages,
+	"apt_repository":   packages,
+	"yum_repository":   packages,
+	"rpm_key":          packages,
+	"service":          services,
+	"systemd":          services,
+	"systemd_service":  services,
+	"sysvinit":         services,
+	"modprobe":         "not supported: write /etc/modules-load.d/NAME.conf with copy, and load it now with command (argv: [modprobe, NAME])",
+	"mount":            "not supported: nodeconverge does not manage mounts; write the unit or fstab whole with copy",
+	"user":             "not supported: nodeconverge does not manage users",
+	"group":            "not supported: nodeconverge does not manage groups",
+	"get_url":          "not supported: nodeconverge does not download; put the file beside the playbook and use copy with src",
+	"uri":              "not supported: nodeconverge does not make HTTP requests",
+	"unarchive":        "not supported: unpack on the controller and use copy, or run tar with command and a creates: guard",
+	"git":              "not supported: nodeconverge does not check out repositories",
+	"debug":            "not supported: nodeconverge prints what every task plans and does; remove the task",
+	"set_fact":         "not supported: set values in the play's vars, the inventory, or with -e",
+	"include_vars":     "not supported: put the values in the play's vars, group_vars/host_vars, or pass -e @FILE",
+	"assert":           "not supported: express the requirement as a failed_when on the task that needs it",
+	"fail":             "not supported: use failed_when on the task whose result decides it",
+	"pause":            "not supported: nodeconverge does not wait on a timer",
+	"wait_for":         "not supported: nodeconverge does not wait on a timer; a module checks what it needs",
+	"stat":             "not supported: use creates:/removes: on command or shell, or a command with register",
+	"setup":            "not supported: nodeconverge does not gather facts",
+	"gather_facts":     "not supported: nodeconverge does not gather facts",
+	"reboot":           "not supported: nodeconverge does not reboot nodes",
+	"raw":              "not supported: use command (argv, no shell) or shell",
+	"script":           "not supported: copy the script to the node and run it with command",
+	"fetch":            "not supported: nodeconverge does not fetch files to the controller",
+	"synchronize":      "not supported: use copy for each file",
+	"include_tasks":    "not supported: nodeconverge reads one playbook file; put the tasks in it",
+	"import_tasks":     "not supported: nodeconverge reads one playbook file; put the tasks in it",
+	"include_role":     "not supported: roles are not supported; put the role's tasks in the play",
+	"import_role":      "not supported: roles are not supported; put the role's tasks in the play",
+	"import_playbook":  "not supported: give each playbook on the command line (nodeconverge apply -i INV A.yaml B.yaml)",
+	"include":          "not supported: nodeconverge reads one playbook file; put the tasks in it",
+	"meta":             "not supported: handlers run at the end of each batch",
+	"cron":             "not supported: write the cron file whole with copy under /etc/cron.d",
+	"authorized_key":   "not supported: write the authorized_keys file whole with copy",
+	"kernel_blacklist": "not supported: write /etc/modprobe.d/NAME.conf with copy",
+	"selinux":          "not supported",
+	"ufw":              "not supported",
+	"firewalld":        "not supported",
+	"iptables":         "not supported",
+	"hostname":         "not supported: write /etc/hostname with copy",
+	"timezone":         "not supported",
+}
+
+// taskKeywordHints maps Ansible task keywords nodeconverge does not run to
+// what to do instead.
+var taskKeywordHints = map[string]string{
+	"block":              "not supported: list the tasks in the play; use failed_when/ignore_errors for error handling",
+	"rescue":             "not supported: a failure after a write rolls the host back; list the tasks in the play",
+	"always":             "not supported: list the tasks in the play",
+	"delegate_to":        "not supported: every task runs on the host it converges",
+	"delegate_facts":     "not supported: nodeconverge does not gather facts",
+	"local_action":       "not supported: every task runs on the host it converges",
+	"run_once":           "not supported: every task runs on every host of the play; limit the play with hosts:",
+	"async":              "not supported: a task's deadline is its timeout:",
+	"poll":               "not supported: a task's deadline is its timeout:",
+	"until":              "not supported: nodeconverge does not retry tasks",
+	"retries":            "not supported: nodeconverge does not retry tasks",
+	"delay":              "not supported: nodeconverge does not retry tasks",
+	"environment":        "not supported: set the variables in the command (argv: [env, NAME=VALUE, ...])",
+	"check_mode":         "not supported: check mode is chosen for the whole run (--check)",
+	"diff":               "not supported: diffs are chosen for the whole run (--diff)",
+	"listen":             "not supported: notify a handler by its name",
+	"any_errors_fatal":   "not supported: use max_fail_percentage: 0 on the play",
+	"remote_user":        "not supported on a task: set ansible_user in the inventory",
+	"connection":         "not supported: nodeconverge connects over SSH",
+	"module_defaults":    "not supported: give each task its arguments",
+	"collections":        "not supported: name modules by their short name or ansible.builtin.NAME",
+	"throttle":           "not supported: use --forks or serial on the play",
+	"vars_files":         "not supported on a task",
+	"debugger":           "not supported",
+	"ignore_unreachable": "not supported: an unreachable host leaves the run and is reported",
+	"with_list":          "not supported yet: write one task per item",
+	"with_dict":          "not supported: use loop with dict2items",
+	"with_fileglob":      "not supported: list the files in loop",
+	"with_together":      "not supported: use loop over a list of mappings",
+	"with_nested":        "not supported: use loop over a list of mappings",
+	"with_sequence":      "not supported: use loop over a list",
+	"with_subelements":   "not supported: use loop over a list of mappings",
+	"loop_control":       "not supported: the loop variable is item",
+}
+
+// playKeywordHints maps Ansible play keywords nodeconverge does not run to
+// what to do instead.
+var playKeywordHints = map[string]string{
+	"roles":              "not supported: put the role's tasks (and handlers) in the play",
+	"pre_tasks":          "not supported: put the tasks at the start of tasks:",
+	"post_tasks":         "not supported: put the tasks at the end of tasks:",
+	"vars_files":         "not supported: put the values in vars:, group_vars/host_vars, or pass -e @FILE",
+	"vars_prompt":        "not supported: pass the value with -e",
+	"strategy":           "not supported: nodeconverge runs plays in Ansible's linear order",
+	"any_errors_fatal":   "not supported: use max_fail_percentage: 0",
+	"remote_user":        "not supported on a play: set ansible_user in the inventory",
+	"connection":         "not supported: nodeconverge connects over SSH",
+	"environment":        "not supported: set the variables in the command (argv: [env, NAME=VALUE, ...])",
+	"module_defaults":    "not supported: give each task its arguments",
+	"collections":        "not supported: name modules by their short name or ansible.builtin.NAME",
+	"order":              "not supported: hosts run in inventory order",
+	"force_handlers":     "not supported: owed handlers are recorded on the node and run by the next run",
+	"ignore_unreachable": "not supported: an unreachable host leaves the run and is reported",
+	"import_playbook":    "not supported: give each playbook on the command line (nodeconverge apply -i INV A.yaml B.yaml)",
+	"check_mode":         "not supported: check mode is chosen for the whole run (--check)",
+	"diff":               "not supported: diffs are chosen for the whole run (--diff)",
+	"become_method":      "not supported: nodeconverge becomes root with sudo -n",
+	"throttle":           "not supported: use --forks or serial",
+	"port":               "not supported on a play: set ansible_port in the inventory",
+	"become_user":        "not supported on a play: set ansible_become_user in the inventory",
+	"tags":               "not supported on a play: tag the tasks",
+}
+
+// moduleHint returns what to say about a module name nodeconverge does not
+// have, FQCN or not; "" when it knows nothing about it.
+func moduleHint(name string) string {
+	short := name
+	if i := strings.LastIndex(name, "."); i >= 0 {
+		short = name[i+1:]
+	}
+	return moduleHints[short]
+}
+
+// argHints maps, per module, Ansible argument names nodeconverge's module
+// does not take to what to do instead.
+var argHints = map[string]map[string]string{
+	"copy": {
+		"remote_src":     "not supported: copy writes content from the controller; read the node's file with command if it must be copied there",
+		"force":          "not supported: copy always makes dest hold exactly the content",
+		"directory_mode": "not supported: create the directory with file (state: directory)",
+		"follow":         "not supported",
+		"decrypt":        "not supported",
+		"local_follow":   "not supported",
+		"unsafe_writes":  "not supported: every write is atomic",
+		"attributes":     "not supported",
+		"seuser":         "not supported", "serole": "not supported", "setype": "not supported", "selevel": "not supported",
+	},
+	"command": {
+		"stdin":                "not supported",
+		"executable":           "not supported: command runs no shell; use shell",
+		"warn":                 "not supported (removed in Ansible 2.14 too)",
+		"strip_empty_ends":     "not supported",
+		"expand_argument_vars": "not supported: command never expands variables",
+	},
+	"shell": {
+		"executable": "not supported: shell runs /bin/sh",
+		"stdin":      "not supported",
+		"warn":       "not supported (removed in Ansible 2.14 too)",
+	},
+}

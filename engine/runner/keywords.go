@@ -1,0 +1,320 @@
+package runner
+
+import (
+	"fmt"
+	"strings"
+
+	"nodeconverge/engine/inventory"
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/playbook"
+	"nodeconverge/engine/report"
+)
+
+// Ansible's task keywords that decide per host: when, register,
+// changed_when, failed_when, ignore_errors.
+//
+// Preflight evaluates a task's when: on each host where it reads no
+// registered variable: a false one skips the task there (its arguments
+// are not rendered, as in Ansible). A task whose when: or arguments read
+// a variable an earlier task registers is decided on the host when it is
+// reached ("later"), with the host's registered results.
+//
+// In apply mode the up-front plan of a host plans such a task with the
+// results the plan predicts (a file module's changed, from its plan); a
+// task that reads a command's result cannot be planned before the
+// command ran, and is planned when the rest of the play is planned again
+// after the command (as every task after a command is).
+//
+// Check mode runs no command: a command's registered result is Ansible's
+// for a skipped task ({skipped: true, changed: false}); a later when: that
+// reads what only running it would give (result.rc, result.stdout) skips
+// its task, saying so, where Ansible would fail it.
+
+// gates are the per-host decisions Preflight made.
+type gates struct {
+	skip  map[*playbook.Task]map[string]string // host -> why
+	later map[*playbook.Task]map[string]bool
+}
+
+func (g gates) skipped(t *playbook.Task, host string) (string, bool) {
+	why, ok := g.skip[t][host]
+	return why, ok
+}
+
+func (g gates) isLater(t *playbook.Task, host string) bool { return g.later[t][host] }
+
+// registeredNames are the variables the play's tasks register.
+func registeredNames(p *playbook.Play) map[string]bool {
+	out := map[string]bool{}
+	for _, t := range p.AllTasks() {
+		if t.Register != "" {
+			out[t.Register] = true
+		}
+	}
+	return out
+}
+
+// readsRegistered says whether the task's conditions or arguments read a
+// variable the play registers.
+func readsRegistered(t *playbook.Task, reg map[string]bool) bool {
+	for _, n := range t.Names() {
+		if reg[n] {
+			return true
+		}
+	}
+	return false
+}
+
+// whenOf is the task's when: as decided once per host: none for a loop
+// whose when: reads item (Render decides it per item).
+func whenOf(t *playbook.Task) []*playbook.Cond {
+	if t.WhenPerItem() {
+		return nil
+	}
+	return t.When
+}
+
+// holds evaluates conditions (all must be true), naming the failing one.
+func holds(conds []*playbook.Cond, vars map[string]any) (bool, *playbook.Cond, error) {
+	for _, c := range conds {
+		ok, err := c.Expr.Truth(vars)
+		if err != nil {
+			return false, c, fmt.Errorf("%s: the condition %q could not be evaluated: %w", c.Pos, c.Src, err)
+		}
+		if !ok {
+			return false, c, nil
+		}
+	}
+	return true, nil, nil
+}
+
+// falseCondition is the skip message, in Ansible's words.
+func falseCondition(c *playbook.Cond) string {
+	return fmt.Sprintf("Conditional result was False (when: %s)", c.Src)
+}
+
+// vars are the variables of t on host s now: the host's, the play's, the
+// task's, what earlier tasks registered, and -e above all.
+func (r *runner) vars(s *hostState, p *playbook.Play, t *playbook.Task) map[string]any {
+	return taskVars(s.host, p, t, s.registered, r.o)
+}
+
+func taskVars(h *inventory.Host, p *playbook.Play, t *playbook.Task, registered map[string]any, o Options) map[string]any {
+	base := map[string]any{"inventory_hostname": h.Name, "inventory_hostname_short": strings.SplitN(h.Name, ".", 2)[0], "group_names": h.Groups}
+	var tv map[string]any
+	if t != nil {
+		tv = t.Vars
+	}
+	return playbook.MergeVars(o.magic, base, h.Vars, p.Vars, tv, registered, o.ExtraVars)
+}
+
+// magicVars are Ansible's groups (every group's hosts, children's
+// included, in inventory order) and hostvars (every host's variables).
+func magicVars(inv *inventory.Inventory) map[string]any {
+	if inv == nil {
+		return map[string]any{}
+	}
+	groups := map[string]any{}
+	for name := range inv.Groups {
+		hs, err := inv.Select(name)
+		if err != nil {
+			continue
+		}
+		names := make([]any, 0, len(hs))
+		for _, h := range hs {
+			names = append(names, h.Name)
+		}
+		groups[name] = names
+	}
+	hostvars := map[string]any{}
+	for name, h := range inv.Hosts {
+		hostvars[name] = h.Vars
+	}
+	return map[string]any{"groups": groups, "hostvars": hostvars}
+}
+
+// argsOf is the task's rendered arguments on the host: rendered at
+// preflight, or later, when the host reached it.
+func (r *runner) argsOf(t *playbook.Task, s *hostState) module.Args {
+	if a, ok := s.late[t]; ok {
+		return a
+	}
+	return r.args[t][s.host.Name]
+}
+
+// decide evaluates, on a host that reached the task, what Preflight left
+// for later: its when: and its arguments. It returns a non-empty skip
+// message when the task does not run there.
+func (r *runner) decide(s *hostState, p *playbook.Play, t *playbook.Task, registered map[string]any) (string, module.Args, error) {
+	if why, ok := r.gates.skipped(t, s.host.Name); ok {
+		return why, nil, nil
+	}
+	if !r.gates.isLater(t, s.host.Name) {
+		return "", r.args[t][s.host.Name], nil
+	}
+	vars := taskVars(s.host, p, t, registered, r.o)
+	ok, c, err := holds(whenOf(t), vars)
+	if err != nil {
+		if r.o.Check && readsSkipped(t, registered) {
+			return fmt.Sprintf("check mode: when: %q reads the result of a command check mode did not run", c.Src), nil, nil
+		}
+		return "", nil, err
+	}
+	if !ok {
+		return falseCondition(c), nil, nil
+	}
+	a, err := t.Render(vars)
+	if err != nil {
+		if r.o.Check && readsSkipped(t, registered) {
+			return "check mode: the arguments read the result of a command check mode did not run", nil, nil
+		}
+		return "", nil, err
+	}
+	return "", a, nil
+}
+
+// readsSkipped says whether t reads a registered result of a task that
+// was skipped (a command in check mode).
+func readsSkipped(t *playbook.Task, registered map[string]any) bool {
+	for _, n := range t.Names() {
+		if m, ok := registered[n].(map[string]any); ok && m["skipped"] == true {
+			return true
+		}
+	}
+	return false
+}
+
+// resultVar is a task's result as `register:` keeps it, in Ansible's
+// shape.
+func resultVar(tr *report.TaskResult) map[string]any {
+	out := map[string]any{
+		"changed": tr.Status == report.Changed,
+		"failed":  tr.Status == report.Failed || tr.Status == report.Unreachable,
+		"skipped": tr.Status == report.Skipped,
+	}
+	if tr.Msg != "" {
+		out["msg"] = tr.Msg
+	}
+	if tr.Status == report.Skipped {
+		out["skip_reason"] = tr.Msg
+	}
+	if (tr.Result == nil || tr.Result.ItemValues == nil) && tr.Plan != nil {
+		// A loop that applied nothing (or was only planned): its
+		// items, each changed as planned.
+		if v, ok := loops.Load(tr.Plan); ok {
+			lp := v.(loopPlan)
+			results := make([]any, 0, len(lp.items))
+			for i, it := range lp.items {
+				ch := i < len(lp.subs) && lp.subs[i].Changed() && tr.Status == report.Changed
+				results = append(results, map[string]any{"item": it, "changed": ch, "failed": false, "skipped": i < len(lp.subs) && lp.subs[i].Skip != ""})
+			}
+			out["results"] = results
+		}
+	}
+	if res := tr.Result; res != nil && res.ItemValues != nil {
+		// A loop: Ansible's results, one per item.
+		results := make([]any, 0, len(res.ItemValues))
+		for i, it := range res.ItemValues {
+			one := map[string]any{"item": it, "changed": false, "failed": false, "skipped": false}
+			if i < len(res.Items) && res.Items[i] != nil {
+				r := res.Items[i]
+				one["changed"] = r.Changed
+				if r.RC != nil {
+					one["rc"], one["stdout"], one["stderr"] = *r.RC, r.Stdout, r.Stderr
+					one["stdout_lines"], one["stderr_lines"] = lines(r.Stdout), lines(r.Stderr)
+				}
+			}
+			results = append(results, one)
+		}
+		out["results"] = results
+		out["msg"] = "All items completed"
+	}
+	if res := tr.Result; res != nil && res.RC != nil && res.ItemValues == nil {
+		out["rc"] = *res.RC
+		out["stdout"] = res.Stdout
+		out["stderr"] = res.Stderr
+		out["stdout_lines"] = lines(res.Stdout)
+		out["stderr_lines"] = lines(res.Stderr)
+	}
+	return out
+}
+
+func lines(s string) []any {
+	out := []any{}
+	if s == "" {
+		return out
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		out = append(out, l)
+	}
+	return out
+}
+
+// judge applies changed_when and failed_when to a result, with the task's
+// own result under its register name, and records the result for later
+// tasks. It runs after the task ran (or, in check mode, was planned).
+func (r *runner) judge(s *hostState, p *playbook.Play, t *playbook.Task, tr *report.TaskResult) {
+	if tr.Status == report.Unreachable || (tr.Status == report.Skipped && len(t.FailedWhen) == 0 && len(t.ChangedWhen) == 0) {
+		r.register(s, t, tr)
+		return
+	}
+	if tr.Status != report.Skipped && (len(t.ChangedWhen) > 0 || len(t.FailedWhen) > 0) {
+		reg := map[string]any{}
+		for k, v := range s.registered {
+			reg[k] = v
+		}
+		if t.Register != "" {
+			reg[t.Register] = resultVar(tr)
+		}
+		vars := taskVars(s.host, p, t, reg, r.o)
+		if len(t.FailedWhen) > 0 && !(r.o.Check && tr.Plan != nil && tr.Result == nil && isCommandPlan(tr)) {
+			failed, _, err := holds(t.FailedWhen, vars)
+			switch {
+			case err != nil:
+				tr.Status, tr.Msg = report.Failed, err.Error()
+			case failed:
+				tr.Status = report.Failed
+				tr.Msg = strings.TrimSpace(tr.Msg + "\nfailed_when is true: " + condSrcs(t.FailedWhen))
+			case tr.Status == report.Failed && tr.Result != nil:
+				// The module failed but failed_when says it did not
+				// (a command's non-zero exit that means "not yet").
+				tr.Status = report.Changed
+			}
+		}
+		if len(t.ChangedWhen) > 0 && tr.Status != report.Failed {
+			changed, _, err := holds(t.ChangedWhen, vars)
+			switch {
+			case err != nil:
+				tr.Status, tr.Msg = report.Failed, err.Error()
+			case changed && tr.Status == report.OK:
+				tr.Status = report.Changed
+			case !changed && tr.Status == report.Changed:
+				tr.Status = report.OK
+			}
+		}
+	}
+	if tr.Status == report.Failed && t.IgnoreErrors {
+		tr.Ignored = true
+	}
+	r.register(s, t, tr)
+}
+
+func isCommandPlan(tr *report.TaskResult) bool { return tr.Plan != nil && len(tr.Plan.Commands) > 0 }
+
+func condSrcs(cs []*playbook.Cond) string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Src
+	}
+	return strings.Join(out, " and ")
+}
+
+func (r *runner) register(s *hostState, t *playbook.Task, tr *report.TaskResult) {
+	if t.Register == "" {
+		return
+	}
+	if s.registered == nil {
+		s.registered = map[string]any{}
+	}
+	s.registered[t.Register] = resultVar(tr)
+}

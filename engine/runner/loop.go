@@ -1,0 +1,146 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/overlay"
+	"nodeconverge/engine/playbook"
+	"nodeconverge/engine/transport"
+)
+
+// A task with a loop runs its module once per item. loopModule wraps the
+// task's module so the runner handles it like any task: Check plans every
+// item, each on the files as the earlier items would leave them, and the
+// task's plan is their union; Apply applies the items' plans in order. The
+// items' plans are kept in memory with the task's plan: a loop's plan is
+// not saved by --out.
+type loopModule struct{ inner module.Module }
+
+// loops keeps each loop plan's items' plans.
+var loops sync.Map // *module.Plan -> loopPlan
+
+// loopPlan is a loop's items and their plans.
+type loopPlan struct {
+	items []any
+	subs  []*module.Plan
+}
+
+// lookup is the module a task runs: its own, or the loop around it.
+func lookup(t *playbook.Task) (module.Module, bool) {
+	m, ok := module.Lookup(t.Module)
+	if !ok || t.Loop == nil {
+		return m, ok
+	}
+	return loopModule{inner: m}, true
+}
+
+// NewArgs is a loop's arguments: one module.Args per item.
+func (l loopModule) NewArgs() module.Args { return &playbook.LoopArgs{} }
+
+// Imperative is the inner module's.
+func (l loopModule) Imperative() bool { return isImperative(l.inner) }
+
+// ImperativePlan: any item's.
+func (l loopModule) ImperativePlan(p *module.Plan) bool {
+	ip, ok := l.inner.(module.ImperativePlanner)
+	if !ok {
+		return false
+	}
+	v, _ := loops.Load(p)
+	lp, _ := v.(loopPlan)
+	for _, s := range lp.subs {
+		if ip.ImperativePlan(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Check plans every item in order over an overlay of the earlier items'
+// writes and returns their union.
+func (l loopModule) Check(ctx context.Context, h transport.Reader, margs module.Args) (*module.Plan, error) {
+	a, ok := margs.(*playbook.LoopArgs)
+	if !ok {
+		return nil, fmt.Errorf("loop: arguments are %T", margs)
+	}
+	ov := overlay.New(h)
+	out := &module.Plan{}
+	var subs []*module.Plan
+	skipped := 0
+	for i, args := range a.Args {
+		p, err := l.inner.Check(ctx, ov, args)
+		if err != nil {
+			return nil, fmt.Errorf("item %d (%s): %w", i+1, itemLabel(a.Items[i]), err)
+		}
+		subs = append(subs, p)
+		if p.Skip != "" {
+			skipped++
+			continue
+		}
+		if p.Changed() {
+			ov.Record(p.Files)
+		}
+		out.Files = append(out.Files, p.Files...)
+		out.Commands = append(out.Commands, p.Commands...)
+		out.Restart = append(out.Restart, p.Restart...)
+		out.Evidence = append(out.Evidence, p.Evidence...)
+		out.Effective = append(out.Effective, p.Effective...)
+		out.Drift = append(out.Drift, p.Drift...)
+		for _, n := range p.Notes {
+			out.Notes = append(out.Notes, fmt.Sprintf("item %s: %s", itemLabel(a.Items[i]), n))
+		}
+	}
+	switch {
+	case len(subs) == 0:
+		out.Skip = "no item to run (every item's when: was false, or the loop is empty)"
+	case skipped == len(subs):
+		out.Skip = subs[0].Skip
+	}
+	loops.Store(out, loopPlan{items: a.Items, subs: subs})
+	return out, nil
+}
+
+// Apply applies each changed item's plan in order.
+func (l loopModule) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*module.Result, error) {
+	v, ok := loops.LoadAndDelete(p)
+	if !ok {
+		return nil, errors.New("a loop's plan is applied where it was made (a saved plan cannot hold one)")
+	}
+	lp := v.(loopPlan)
+	res := &module.Result{ItemValues: lp.items, Items: make([]*module.Result, len(lp.subs))}
+	var outs []string
+	for i, sub := range lp.subs {
+		if sub.Skip != "" || !sub.Changed() {
+			continue
+		}
+		r, err := l.inner.Apply(ctx, h, sub)
+		res.Items[i] = r
+		if r != nil {
+			res.Changed = res.Changed || r.Changed
+			res.Files = append(res.Files, r.Files...)
+			if r.Output != "" {
+				outs = append(outs, r.Output)
+			}
+			res.RC, res.Stdout, res.Stderr = r.RC, r.Stdout, r.Stderr
+		}
+		if err != nil {
+			res.Output = strings.Join(outs, "\n")
+			return res, err
+		}
+	}
+	res.Output = strings.Join(outs, "\n")
+	return res, nil
+}
+
+func itemLabel(it any) string {
+	s := fmt.Sprint(it)
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return s
+}
