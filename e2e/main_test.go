@@ -51,15 +51,26 @@ func (r result) String() string {
 // only when the binary could not run at all.
 func nc(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := command(args...)
+	return runCmd(t, command(args...))
+}
+
+// runCmd runs cmd (with SSH_AUTH_SOCK emptied, so only the keys the
+// inventory names are used) and returns its outcome; it fails the test
+// only when cmd could not run at all.
+func runCmd(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, "SSH_AUTH_SOCK=")
 	err := cmd.Run()
 	code := 0
 	if err != nil {
 		ee, ok := err.(*exec.ExitError)
 		if !ok {
-			t.Fatalf("run %v: %v", args, err)
+			t.Fatalf("run %v: %v", cmd.Args, err)
 		}
 		code = ee.ExitCode()
 	}

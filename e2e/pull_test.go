@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -178,21 +177,4 @@ exec "$@"`
 		"unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh",
 		host, binary, "--host-root", host}, args...)
 	return runCmd(t, exec.Command(labtest.Script(), argv...))
-}
-
-func runCmd(t *testing.T, cmd *exec.Cmd) result {
-	t.Helper()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK=")
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			t.Fatalf("run %v: %v", cmd.Args, err)
-		}
-		code = ee.ExitCode()
-	}
-	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
