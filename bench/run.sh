@@ -214,13 +214,21 @@ count_procs() {
 	sed -i '$d' "$TSV"
 	kill "${sp[@]}"
 	wait "${sp[@]}" 2>/dev/null || true
-	local counts=() i
+	local counts=() ctrd=() i
 	for i in "${!tr[@]}"; do
 		# pids other than the listener's, and successful execs.
 		counts+=("$(awk -v l="${lp[i]}" '$1 != l {pid[$1]=1} /execve\(/ && / = 0$/ {e++} END {print length(pid) "/" e+0}' "${tr[i]}")")
+		# containerd runs: successful execs of a binary named containerd with `config dump`
+		# (live, staged or a --config candidate); the daemon the restart starts is not one. With
+		# -f, strace may split an exec into "<unfinished ...>" and "<... execve resumed>" lines.
+		ctrd+=("$(awk '
+			/execve\("[^"]*\/containerd", \[.*"config", "dump"/ { if (/ = 0$/) c++; else if (/<unfinished \.\.\.>$/) pend[$1] = 1; next }
+			/<\.\.\. execve resumed>/ && ($1 in pend) { if (/ = 0$/) c++; delete pend[$1] }
+			END { print c + 0 }' "${tr[i]}")")
 	done
 	PROCS[$wl-$tool]=${counts[*]}
-	log "remote processes/execs per host ($wl, $tool; ${probe[*]}): ${counts[*]}"
+	PROCS[$wl-$tool:containerd]=${ctrd[*]}
+	log "remote processes/execs per host ($wl, $tool; ${probe[*]}): ${counts[*]}; containerd config dumps: ${ctrd[*]}"
 }
 
 # ---------------------------------------------------------------------------------------------------

@@ -57,8 +57,8 @@ for wl in ["converge", "drift"]:
     title = {"converge": "Converge from the incident's broken state (lab reset before each run)",
              "drift": "No-change drift run (`--check`) on converged nodes"}[wl]
     out.append(f"\n## {title}\n")
-    out.append("| tool | wall s | controller CPU s | CPU/host ms | peak RSS MB | TCP conn/host | SSH sessions/host | remote procs/host (execs) |")
-    out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    out.append("| tool | wall s | controller CPU s | CPU/host ms | peak RSS MB | TCP conn/host | SSH sessions/host | remote procs/host (execs) | containerd runs/node |")
+    out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     for t in order:
         rs = [r for r in wrs if r["tool"] == t]
         if not rs:
@@ -67,9 +67,11 @@ for wl in ["converge", "drift"]:
         stats[(wl, t)] = (w, c)
         p = procs.get(f"{wl}-{t}", "")
         p = " · ".join(p.split()) if p else "–"
+        cr = procs.get(f"{wl}-{t}:containerd", "")
+        cr = " · ".join(cr.split()) if cr else "–"
         out.append(f"| {label[t]} | {w:.2f} | {c:.2f} | {1000 * c / n:.1f} | {m / 1024:.0f} | "
                    f"{spread(rs, 'conn_min', 'conn_max', 'conn_total')} | "
-                   f"{spread(rs, 'sess_min', 'sess_max', 'sess_total')} | {p} |")
+                   f"{spread(rs, 'sess_min', 'sess_max', 'sess_total')} | {p} | {cr} |")
     ratios = []
     nc = stats.get((wl, "nodeconverge"))
     for t in ["ansible", "floor"]:
@@ -81,7 +83,9 @@ for wl in ["converge", "drift"]:
 
 out.append("\nRemote procs: processes sshd started for one run on a plain node · an omen-like node "
            "(its config.toml has the nvidia block pasted twice), sshd's own per-connection processes "
-           "included; in parentheses, successful execve calls. From an extra, untimed run under strace.")
+           "included; in parentheses, successful execve calls. containerd runs: successful execs of "
+           "`containerd ... config dump` (live, staged or candidate; not the daemon a restart starts) on "
+           "the same two nodes. From an extra, untimed run under strace.")
 
 nc = stats.get(("drift", "nodeconverge"))
 if nc:
@@ -105,6 +109,21 @@ if nc:
     out.append(f"| exactly 1 TCP connection/host/run | {cmin}–{cmax} | {'yes' if cmin == cmax == 1 else 'no'} |")
     smax = max(int(r["sess_max"]) for r in rs)
     out.append(f"| ≤ 3 SSH sessions/host (no-change) | {smax} | {'yes' if smax <= 3 else 'no'} |")
+    cf = stats.get(("converge", "floor"))
+    if mode != "scale" and cv and cf:
+        out.append("\n## Targets (issue 13)\n")
+        out.append("| target | measured | met |")
+        out.append("| --- | --- | --- |")
+        out.append(f"| converge wall ≤ 1.5x floor | {cv[0] / cf[0]:.2f}x | {'yes' if cv[0] / cf[0] <= 1.5 else 'no'} |")
+        if ca:
+            out.append(f"| converge ≥ 5x faster than Ansible | {ca[0] / cv[0]:.1f}x | {'yes' if ca[0] / cv[0] >= 5 else 'no'} |")
+        cr = [int(x) for x in procs.get("converge-nodeconverge:containerd", "").split()]
+        if cr:
+            out.append(f"| ≤ 4 containerd runs/node/converge (plain · omen-like) | {' · '.join(map(str, cr))} | "
+                       f"{'yes' if max(cr) <= 4 else 'no'} |")
+        if fl:
+            out.append(f"| drift wall ≤ 1.1x floor | {nc[0] / fl[0]:.2f}x | {'yes' if nc[0] / fl[0] <= 1.1 else 'no'} |")
+        out.append(f"| controller CPU ≤ 7 ms/host (no-change) | {cph:.1f} ms | {'yes' if cph <= 7 else 'no'} |")
     if mode == "scale":
         rss = med(rs, lambda r: int(r["maxrss_kb"])) / 1024
         out.append(f"| {n} nodes: peak RSS < 150 MB | {rss:.0f} MB | {'yes' if rss < 150 else 'no'} |")

@@ -26,18 +26,24 @@ type readCache struct {
 	globs  map[string][]string
 	cmds   map[string]*CmdResult
 	stages map[string][]*CmdResult
-	hits   int64
+	// units are staged experiments by content (unitKey), whatever request
+	// they came in: the proofs a run made.
+	units map[string]*CmdResult
+	hits  int64
+	// unitRuns and unitHits count units staged and units answered from
+	// units; they survive clear.
+	unitRuns, unitHits int64
 }
 
 func (c *readCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.files, c.globs, c.cmds, c.stages = nil, nil, nil, nil
+	c.files, c.globs, c.cmds, c.stages, c.units = nil, nil, nil, nil, nil
 }
 
 // forget drops what the run read of paths a command may change, and every
 // command result (a command's output may depend on them); glob matches and
-// staged validations stay.
+// staged validations stay (a staged experiment reads only its own files).
 func (c *readCache) forget(paths []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -302,30 +308,96 @@ func MergeQueries(qs ...Query) Query {
 }
 
 // Stage validates candidates in a scratch directory in one round trip, or
-// answers from an identical request of this run; see stage.
+// answers from this run's identical requests; see stage. The plain part
+// (Files and Cmds) is answered from an identical plain part, each unit from
+// an identical unit (unitKey: its files and its command, not its place in
+// the request), so modules that stage overlapping sets of experiments, and
+// the re-check after apply on the tree the plan proved, pay for each
+// experiment once. Only what no earlier request answered is staged, in one
+// round trip, identical units of the request staged once.
 func (h *Host) Stage(ctx context.Context, r StageRequest) ([]*CmdResult, error) {
-	k, err := stageKey(r)
+	plain := len(r.Files)+len(r.Cmds) > 0
+	pk, err := stageKey(StageRequest{Files: r.Files, Cmds: r.Cmds})
 	if err != nil {
 		return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
 	}
+	uks := make([]string, len(r.Units))
+	for i, u := range r.Units {
+		if uks[i], err = unitKey(u); err != nil {
+			return nil, fmt.Errorf("%s: stage: unit %d: %w", h.Host(), i, err)
+		}
+	}
+	out := make([]*CmdResult, len(r.Cmds)+len(r.Units))
+	var miss StageRequest
+	missAt := map[string]int{} // unit key -> index in miss.Units
 	h.cache.mu.Lock()
-	if res, ok := h.cache.stages[k]; ok {
+	plainRes, plainHit := h.cache.stages[pk]
+	needPlain := plain && !plainHit
+	if plain && plainHit {
+		copy(out, plainRes)
 		h.cache.hits++
-		h.cache.mu.Unlock()
-		return append([]*CmdResult(nil), res...), nil
+	} else if needPlain {
+		miss.Files, miss.Cmds = r.Files, r.Cmds
+	}
+	for i, k := range uks {
+		if res, ok := h.cache.units[k]; ok {
+			out[len(r.Cmds)+i] = res
+			h.cache.hits++
+			h.cache.unitHits++
+			continue
+		}
+		if _, ok := missAt[k]; !ok {
+			missAt[k] = len(miss.Units)
+			miss.Units = append(miss.Units, r.Units[i])
+		}
 	}
 	h.cache.mu.Unlock()
-	res, err := h.stage(ctx, r)
+	if !needPlain && len(miss.Units) == 0 {
+		return out, nil
+	}
+	res, err := h.stage(ctx, miss.Flat())
 	if err != nil {
 		return nil, err
 	}
-	h.cache.mu.Lock()
-	if h.cache.stages == nil {
-		h.cache.stages = map[string][]*CmdResult{}
+	nPlain := len(miss.Cmds)
+	if len(res) != nPlain+len(miss.Units) {
+		return nil, fmt.Errorf("%s: stage: %d results for %d commands", h.Host(), len(res), nPlain+len(miss.Units))
 	}
-	h.cache.stages[k] = append([]*CmdResult(nil), res...)
-	h.cache.mu.Unlock()
-	return res, nil
+	h.cache.mu.Lock()
+	defer h.cache.mu.Unlock()
+	if h.cache.stages == nil {
+		h.cache.stages, h.cache.units = map[string][]*CmdResult{}, map[string]*CmdResult{}
+	}
+	if needPlain {
+		copy(out, res[:nPlain])
+		h.cache.stages[pk] = append([]*CmdResult(nil), res[:nPlain]...)
+	}
+	for k, j := range missAt {
+		h.cache.units[k] = res[nPlain+j]
+		h.cache.unitRuns++
+	}
+	for i, k := range uks {
+		if out[len(r.Cmds)+i] == nil {
+			out[len(r.Cmds)+i] = res[nPlain+missAt[k]]
+		}
+	}
+	return out, nil
+}
+
+// unitKey fingerprints a StageUnit by content: its files (names, contents,
+// modes; map order does not matter) and its command.
+func unitKey(u StageUnit) (string, error) {
+	return stageKey(StageRequest{Files: u.Files, Cmds: []Cmd{u.Cmd}})
+}
+
+// StageCounts says how many staged units this run ran on the node and how
+// many it answered from an identical unit of an earlier request instead
+// (identical units of one request run once and count once), for tests and
+// benchmarks.
+func (h *Host) StageCounts() (ran, reused int64) {
+	h.cache.mu.Lock()
+	defer h.cache.mu.Unlock()
+	return h.cache.unitRuns, h.cache.unitHits
 }
 
 // Refresh forgets what this run read, for a caller that knows the node

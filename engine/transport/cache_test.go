@@ -105,3 +105,71 @@ func TestCacheLearnsWrites(t *testing.T) {
 		t.Errorf("glob: cache %v, node %v", cached.Globs[g], live.Globs[g])
 	}
 }
+
+// TestStageUnitsShared: a staged unit is answered from an identical unit
+// of an earlier request, whatever its place in the request, and identical
+// units of one request run once; a unit with one byte changed runs. Each
+// run appends to a log outside the scratch area, so the node says what ran.
+func TestStageUnitsShared(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "ran.log")
+	h := NewHost(NewLocal("units"), HostOptions{RunID: "r1", StateDir: filepath.Join(dir, "state")})
+	unit := func(content string) StageUnit {
+		return StageUnit{Files: map[string]StagedFile{"c.toml": {Content: []byte(content), Mode: 0o600}},
+			Cmd: Cmd{Script: "cat c.toml >>" + ShellQuote(log) + "; echo >>" + ShellQuote(log) + "; cat c.toml"}}
+	}
+	ran := func() []string {
+		b, _ := os.ReadFile(log)
+		_ = os.Remove(log)
+		return strings.Fields(string(b))
+	}
+	res, err := h.Stage(ctx, StageRequest{Cmds: []Cmd{{Script: "echo plain"}}, Units: []StageUnit{unit("a"), unit("b"), unit("a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{string(res[0].Stdout), string(res[1].Stdout), string(res[2].Stdout), string(res[3].Stdout)}; strings.Join(got, ",") != "plain\n,a,b,a" {
+		t.Fatalf("results out of order: %q", got)
+	}
+	if got := ran(); strings.Join(got, ",") != "a,b" {
+		t.Fatalf("first request ran %q, want a and b once each", got)
+	}
+	// Another request: b is known (now at another index), c is new.
+	res, err = h.Stage(ctx, StageRequest{Units: []StageUnit{unit("c"), unit("b")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res[0].Stdout) != "c" || string(res[1].Stdout) != "b" {
+		t.Fatalf("second request: %q %q", res[0].Stdout, res[1].Stdout)
+	}
+	if got := ran(); strings.Join(got, ",") != "c" {
+		t.Fatalf("second request ran %q, want only the new unit c", got)
+	}
+	trips := h.Stats().RoundTrips
+	if _, err := h.Stage(ctx, StageRequest{Units: []StageUnit{unit("a"), unit("c")}}); err != nil {
+		t.Fatal(err)
+	}
+	if h.Stats().RoundTrips != trips || len(ran()) != 0 {
+		t.Fatalf("a request of known units went to the node")
+	}
+	if r, u := h.StageCounts(); r != 3 || u != 3 {
+		t.Fatalf("StageCounts = %d ran, %d reused; want 3, 3", r, u)
+	}
+	// A write keeps the proofs (they read only their own files); a
+	// command that may change anything forgets them.
+	if _, err := h.Apply(ctx, []Op{{Kind: OpWrite, Path: filepath.Join(dir, "f"), Content: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Stage(ctx, StageRequest{Units: []StageUnit{unit("a")}}); err != nil || len(ran()) != 0 {
+		t.Fatalf("a write made a known unit run again (err %v)", err)
+	}
+	if _, err := h.Exec(ctx, Cmd{Script: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Stage(ctx, StageRequest{Units: []StageUnit{unit("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ran(); strings.Join(got, ",") != "a" {
+		t.Fatalf("after an Exec, a known unit ran %q, want once", got)
+	}
+}

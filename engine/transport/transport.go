@@ -10,7 +10,9 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
+	"strings"
 )
 
 // Conn runs one shell script on a node and returns its output. It is the only
@@ -118,6 +120,56 @@ type StageRequest struct {
 	// Files maps a path relative to the scratch directory to its content.
 	Files map[string]StagedFile
 	Cmds  []Cmd
+	// Units are independent experiments staged in the same round trip,
+	// each in a directory of its own; their results follow those of Cmds,
+	// one per unit, in order.
+	Units []StageUnit
+}
+
+// StageUnit is one self-contained experiment: Files laid out in a fresh
+// directory of the scratch area (names relative to it) and Cmd run with
+// that directory as its working directory ($SCRATCH is the whole scratch
+// area). Its result depends only on its files and its command, so a Host
+// answers a unit identical to one this run already staged (same contents,
+// modes, names and command) from memory: a proof made while planning is
+// the proof of the re-check after apply when the files are the same, and
+// any changed byte is a different unit.
+type StageUnit struct {
+	Files map[string]StagedFile
+	Cmd   Cmd
+}
+
+// Flat is r with every unit laid out in its own directory (u0, u1, ...)
+// of the scratch area and its command appended to Cmds, run there: the
+// same experiments as one plain request, whose results are in the order r
+// promises (Cmds, then one per unit).
+func (r StageRequest) Flat() StageRequest {
+	if len(r.Units) == 0 {
+		return r
+	}
+	out := StageRequest{Files: make(map[string]StagedFile, len(r.Files)), Cmds: append([]Cmd(nil), r.Cmds...)}
+	for n, f := range r.Files {
+		out.Files[n] = f
+	}
+	for i, u := range r.Units {
+		dir := fmt.Sprintf("u%d", i)
+		for n, f := range u.Files {
+			out.Files[dir+"/"+n] = f
+		}
+		c := u.Cmd
+		script := c.Script
+		if len(c.Argv) > 0 {
+			words := make([]string, len(c.Argv))
+			for k, a := range c.Argv {
+				words[k] = ShellQuote(a)
+			}
+			script = "exec " + strings.Join(words, " ")
+		}
+		c.Argv = nil
+		c.Script = `cd -- "$SCRATCH"/` + dir + " || exit 117\n" + script
+		out.Cmds = append(out.Cmds, c)
+	}
+	return out
 }
 
 // Reader is the read-only view of a node that planning receives.

@@ -229,10 +229,10 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	}
 	managed := nvidiatoml.IsManaged(names)
 
-	// The live dump comes with the ablation of every drop-in: the same
-	// Stage request containerd_dropins makes, so a play that runs both
-	// pays for it once (the transport caches it until the run writes).
-	base, _, err := ctrconf.Ablate(ctx, h, tree, "")
+	// The live dump: a staged unit of its own, so every containerd task
+	// of a play, and the re-check after apply on the tree a plan proved,
+	// share one run of containerd per tree content.
+	base, err := ctrconf.Dump(ctx, h, tree, nil)
 	if err != nil {
 		return nil, fmt.Errorf("dump live config: %w", err)
 	}

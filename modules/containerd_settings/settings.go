@@ -314,9 +314,10 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	if err != nil {
 		return nil, fmt.Errorf("read containerd config: %w", err)
 	}
-	// The same Stage request the other containerd modules make: a play
-	// that runs several pays for the live dump once.
-	base, _, err := ctrconf.Ablate(ctx, h, tree, "")
+	// The live dump: a staged unit of its own, so every containerd task
+	// of a play, and the re-check after apply on the tree a plan proved,
+	// share one run of containerd per tree content.
+	base, err := ctrconf.Dump(ctx, h, tree, nil)
 	if err != nil {
 		return nil, fmt.Errorf("dump live config: %w", err)
 	}

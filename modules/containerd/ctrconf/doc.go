@@ -29,7 +29,11 @@
 // resolved to, globs expanded. So no dump can see a live file, candidates
 // can add a file that an existing glob picks up, and containerd's error
 // positions still match the live file's lines. Staged names in containerd's
-// messages are mapped back to live paths.
+// messages are mapped back to live paths. Each variant is one
+// transport.StageUnit, so a variant identical to one the run already dumped
+// (same staged contents, same binary) is answered by the transport without
+// running containerd again: a module's live dump is another module's, and
+// the plan's candidate is the re-check's when apply left exactly that tree.
 //
 // # Merge models
 //
@@ -45,7 +49,8 @@
 //
 // # Attribution, measured
 //
-// Explain dumps, in one Stage round trip: the built-in defaults (an empty
+// Explain dumps, in one Stage round trip (Analyze stages the same lazily,
+// only what a decision needs): the built-in defaults (an empty
 // config of the tree's version), the tree restricted to its first k files
 // in load order for every k (the last one is the whole tree), and the tree
 // without each imported file. For each effective key it finds the last

@@ -50,7 +50,9 @@ func shadowsOf(t *Tree, base *Effective, ablated []*Effective) []Shadow {
 	var out []Shadow
 	for i, f := range t.Files[1:] {
 		a := ablated[i]
-		if !a.OK {
+		if a == nil || !a.OK {
+			// Not measured (nothing it could bring back), or the tree
+			// does not load without it.
 			continue
 		}
 		// What the file writes, named as this daemon's dump names it: on
@@ -77,6 +79,15 @@ func shadowsOf(t *Tree, base *Effective, ablated []*Effective) []Shadow {
 		}
 	}
 	return out
+}
+
+// prefixVariant is t restricted to its first k files in load order.
+func prefixVariant(t *Tree, k int) variant {
+	ex := map[string]bool{}
+	for _, f := range t.Files[k:] {
+		ex[f.Path] = true
+	}
+	return variant{exclude: ex}
 }
 
 func sortedKeysOf[V any](m map[string]V) []string {
@@ -174,11 +185,19 @@ func Explain(ctx context.Context, h transport.Reader, mainPath, containerdBin st
 
 // ExplainTree is Explain for a tree already gathered.
 func ExplainTree(ctx context.Context, h transport.Reader, t *Tree) (*Explanation, error) {
-	x, _, _, err := explainTree(ctx, h, t)
+	x, _, _, err := explainTree(ctx, h, t, false)
 	return x, err
 }
 
-func explainTree(ctx context.Context, h transport.Reader, t *Tree) (*Explanation, *Effective, []*Effective, error) {
+// explainTree measures t. With lazy set it stages only what a decision
+// needs, in up to three Stage round trips (each answered from the run's
+// earlier dumps where it can): the whole tree; when anything a file writes
+// is out of effect, the defaults and the load-order prefixes; then the
+// ablation of each file that took a written value out of effect (dropped
+// it, or reset it to the default) — only such a file can bring one back
+// by its absence. Without lazy it stages every measurement in one round
+// trip, every imported file ablated (Explain's full answer).
+func explainTree(ctx context.Context, h transport.Reader, t *Tree, lazy bool) (*Explanation, *Effective, []*Effective, error) {
 	n := len(t.Files)
 	x := &Explanation{Main: t.Main, Version: t.Version, BinVersion: t.BinVersion, Owners: map[string]string{}, Warnings: t.Warnings}
 	for _, f := range t.Files {
@@ -195,40 +214,67 @@ func explainTree(ctx context.Context, h transport.Reader, t *Tree) (*Explanation
 		}
 	}
 
-	// Variants: [0] defaults, [1..n] prefixes of 1..n files (the last is
-	// the whole tree), then one ablation per imported file.
-	vs := []variant{{defaults: true}}
-	for k := 1; k <= n; k++ {
-		ex := map[string]bool{}
-		for _, f := range t.Files[k:] {
-			ex[f.Path] = true
+	// undecidable is the whole tree's dump unless a path of the tree is
+	// one containerd cannot read: 2.x's dump skips it (and every file
+	// after it); the daemon refuses to start. The dump is not the daemon
+	// there.
+	undecidable := func(base *Effective) *Effective {
+		if !base.OK {
+			return base
 		}
-		vs = append(vs, variant{exclude: ex})
-	}
-	for _, f := range t.Files[1:] {
-		vs = append(vs, variant{exclude: map[string]bool{f.Path: true}})
-	}
-	effs, err := dumpVariants(ctx, h, t, t.Bin, vs)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	defaults, prefixes, ablated := effs[0], effs[1:n+1], effs[n+1:]
-	base := prefixes[n-1]
-	x.OK, x.Err = base.OK, base.Err
-	if base.OK {
 		for _, u := range t.Undecidable() {
 			if !u.Parse {
-				// 2.x's dump skips what it cannot read (and every file
-				// after it); the daemon refuses to start. The dump is
-				// not the daemon here.
-				base = &Effective{Err: fmt.Sprintf("containerd cannot load %s: it %s", u.Path, u.Why)}
-				x.OK, x.Err = false, base.Err
-				break
+				return &Effective{Err: fmt.Sprintf("containerd cannot load %s: it %s", u.Path, u.Why)}
 			}
 		}
+		return base
 	}
-	if !base.OK {
-		return x, base, nil, nil
+	major := binMajor(t.BinVersion)
+	var defaults, base *Effective
+	var prefixes, ablated []*Effective
+	if lazy {
+		effs, err := dumpVariants(ctx, h, t, t.Bin, []variant{{}})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		base = undecidable(effs[0])
+		x.OK, x.Err = base.OK, base.Err
+		if !base.OK {
+			return x, base, nil, nil
+		}
+		if !anyLost(t, base, major) {
+			// Every value every file writes is in effect: nothing is
+			// shadowed, nothing is lost, and no attribution is needed.
+			return x, base, make([]*Effective, n-1), nil
+		}
+		vs := []variant{{defaults: true}}
+		for k := 1; k <= n; k++ {
+			vs = append(vs, prefixVariant(t, k))
+		}
+		if effs, err = dumpVariants(ctx, h, t, t.Bin, vs); err != nil {
+			return nil, nil, nil, err
+		}
+		defaults, prefixes = effs[0], effs[1:]
+	} else {
+		// Variants: [0] defaults, [1..n] prefixes of 1..n files (the
+		// last is the whole tree), then one ablation per imported file.
+		vs := []variant{{defaults: true}}
+		for k := 1; k <= n; k++ {
+			vs = append(vs, prefixVariant(t, k))
+		}
+		for _, f := range t.Files[1:] {
+			vs = append(vs, variant{exclude: map[string]bool{f.Path: true}})
+		}
+		effs, err := dumpVariants(ctx, h, t, t.Bin, vs)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		defaults, prefixes, ablated = effs[0], effs[1:n+1], effs[n+1:]
+		base = undecidable(prefixes[n-1])
+		x.OK, x.Err = base.OK, base.Err
+		if !base.OK {
+			return x, base, nil, nil
+		}
 	}
 	if !defaults.OK {
 		return nil, nil, nil, fmt.Errorf("%s: containerd cannot dump its own defaults: %s", h.Host(), defaults.Err)
@@ -248,7 +294,6 @@ func explainTree(ctx context.Context, h transport.Reader, t *Tree) (*Explanation
 
 	// spelled[j] is what file j writes, named as this daemon's dump names
 	// it (2.x renames what version 2 files say about the CRI plugin).
-	major := binMajor(t.BinVersion)
 	spelled := make([]map[string]string, n)
 	for j, f := range t.Files {
 		spelled[j] = f.effectiveKeys(major)
@@ -281,9 +326,29 @@ func explainTree(ctx context.Context, h transport.Reader, t *Tree) (*Explanation
 	}
 	sort.Slice(x.Keys, func(i, j int) bool { return x.Keys[i].Key < x.Keys[j].Key })
 
-	x.Shadows = shadowsOf(t, base, ablated)
 	x.Lost = lostKeys(t, hist, origin, major)
 	sortLost(t, x.Lost)
+	if lazy {
+		ablated = make([]*Effective, n-1)
+		var vs []variant
+		var at []int
+		for i, f := range t.Files[1:] {
+			if slices.ContainsFunc(x.Lost, func(l LostKey) bool { return l.Shadowed() && l.Winner == f.Path }) {
+				vs = append(vs, variant{exclude: map[string]bool{f.Path: true}})
+				at = append(at, i)
+			}
+		}
+		if len(vs) > 0 {
+			effs, err := dumpVariants(ctx, h, t, t.Bin, vs)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			for j, i := range at {
+				ablated[i] = effs[j]
+			}
+		}
+	}
+	x.Shadows = shadowsOf(t, base, ablated)
 	return x, base, ablated, nil
 }
 
@@ -300,42 +365,76 @@ func lastChange(hist []map[string]string, key string) int {
 	return -1
 }
 
-// lostKeys lists what each file writes that containerd does not use.
-func lostKeys(t *Tree, hist []map[string]string, origin map[string]KeyOrigin, major int) []LostKey {
-	final := hist[len(hist)-1]
-	lower := map[string]string{}
+// lowerKeys maps each key of a flattened dump in lower case to the key.
+func lowerKeys(final map[string]string) map[string]string {
+	lower := make(map[string]string, len(final))
 	for k := range final {
 		lower[strings.ToLower(k)] = k
 	}
+	return lower
+}
+
+// lostIn says whether the value f writes at key is out of effect in the
+// final dump, and under which name and with which value the dump has it
+// (ok false: absent).
+func lostIn(f *File, key string, final, lower map[string]string, major int) (ekey, ev string, ok, lost bool) {
+	w := f.keys[key]
+	ekey = key
+	if nk, nv, mig := migratedKey(key, w, f.Version, major); mig {
+		// The dump shows the value under its 2.x name.
+		ekey, w = nk, nv
+	}
+	ev, ok = final[ekey]
+	if !ok {
+		// containerd matches struct fields without regard to case.
+		if k2, ok2 := lower[strings.ToLower(ekey)]; ok2 {
+			ekey, ev, ok = k2, final[k2], true
+		}
+	}
+	if ok && (ev == w || arrayContains(ev, w) || sameDecoded(ev, w) || FilledByCRI(ekey, ev, w)) {
+		return ekey, ev, ok, false
+	}
+	if w == "{}" {
+		// An empty table sets no value (what is left of a runtimes
+		// table once its runtimes moved elsewhere).
+		return ekey, ev, ok, false
+	}
+	if !ok && zeroText(w) && optionsKey(key) {
+		// A runtime's options are decoded into the shim's options
+		// struct: an option absent from the effective config is its
+		// zero value, so a zero written and dropped is what the shim
+		// gets anyway.
+		return ekey, ev, ok, false
+	}
+	return ekey, ev, ok, true
+}
+
+// anyLost reports whether any value a file of t writes is out of effect in
+// the dump of the whole tree: exactly when lostKeys finds something.
+func anyLost(t *Tree, base *Effective, major int) bool {
+	final := base.flat()
+	lower := lowerKeys(final)
+	for i := range t.Files {
+		f := &t.Files[i]
+		for key := range f.keys {
+			if _, _, _, lost := lostIn(f, key, final, lower, major); lost {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// lostKeys lists what each file writes that containerd does not use.
+func lostKeys(t *Tree, hist []map[string]string, origin map[string]KeyOrigin, major int) []LostKey {
+	final := hist[len(hist)-1]
+	lower := lowerKeys(final)
 	var out []LostKey
 	for _, f := range t.Files {
 		for _, key := range sortedKeysOf(f.keys) {
-			w := f.keys[key]
-			written, ekey := w, key
-			if nk, nv, mig := migratedKey(key, w, f.Version, major); mig {
-				// The dump shows the value under its 2.x name.
-				ekey, w = nk, nv
-			}
-			ev, ok := final[ekey]
-			if !ok {
-				// containerd matches struct fields without regard to case.
-				if k2, ok2 := lower[strings.ToLower(ekey)]; ok2 {
-					ekey, ev, ok = k2, final[k2], true
-				}
-			}
-			if ok && (ev == w || arrayContains(ev, w) || sameDecoded(ev, w) || FilledByCRI(ekey, ev, w)) {
-				continue
-			}
-			if w == "{}" {
-				// An empty table sets no value (what is left of a
-				// runtimes table once its runtimes moved elsewhere).
-				continue
-			}
-			if !ok && zeroText(w) && optionsKey(key) {
-				// A runtime's options are decoded into the shim's options
-				// struct: an option absent from the effective config is
-				// its zero value, so a zero written and dropped is what
-				// the shim gets anyway.
+			written := f.keys[key]
+			ekey, ev, ok, isLost := lostIn(&f, key, final, lower, major)
+			if !isLost {
 				continue
 			}
 			l := LostKey{Key: key, File: f.Path, Written: shown(key, written), Effective: shown(key, ev), Absent: !ok}

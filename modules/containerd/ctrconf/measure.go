@@ -111,20 +111,29 @@ func SplitKey(key string) []string { return splitKey(key) }
 // PluginOf is the plugin id a Flatten key belongs to, "" for a top-level key.
 func PluginOf(key string) string { return pluginOf(key) }
 
-// Analysis is Explain's answer together with the dumps it was read from.
+// Analysis is the measurement of a tree that decisions read, together with
+// the dumps it was read from.
 type Analysis struct {
 	*Explanation
 	// Base is the dump of the whole tree.
 	Base *Effective
 	// Without is, per imported file (t.Files[1:]), the dump of the tree
-	// without that file and its import line; nil when Base did not load.
+	// without that file and its import line; nil when Base did not load,
+	// and nil for a file that was not ablated (see Analyze).
 	Without []*Effective
 }
 
-// Analyze is ExplainTree that also returns the whole tree's dump, for
-// callers that go on to compare candidates with it. One Stage round trip.
+// Analyze measures a tree for a decision, staging only what the decision
+// needs; each dump is answered from the run's earlier dumps of identical
+// variants where it can. It dumps the whole tree. When every value every
+// file writes is in effect there, that is the answer: no Lost keys, no
+// Shadows, no Keys. Otherwise it dumps the defaults and the load-order
+// prefixes (Keys and Lost as Explain reads them), then the tree without
+// each file that took a written value out of effect (a Lost key's Winner
+// that dropped or reset it): Shadows come from those ablations only.
+// ExplainTree ablates every file.
 func Analyze(ctx context.Context, h transport.Reader, t *Tree) (*Analysis, error) {
-	x, base, without, err := explainTree(ctx, h, t)
+	x, base, without, err := explainTree(ctx, h, t, true)
 	if err != nil {
 		return nil, err
 	}

@@ -128,7 +128,10 @@ func (t *Tree) known() map[string]*File {
 }
 
 // dumpVariants stages every variant in its own directory and dumps them all
-// in one Stage call. Files are staged flat next to the staged main file and
+// in one Stage call, each variant a transport.StageUnit: a variant this run
+// already dumped (same staged contents, same binary), in whatever request,
+// is answered without running containerd again. Files are staged flat next
+// to the staged main file and
 // imported by relative name: containerd resolves a relative (non-glob)
 // import against the importing file's directory in every version, so no
 // absolute scratch path has to be known before the scratch dir exists.
@@ -147,11 +150,10 @@ func dumpVariantsExtra(ctx context.Context, h transport.Reader, t *Tree, bin str
 		bin = DefaultBin
 	}
 	known := t.known()
-	req := transport.StageRequest{Files: map[string]transport.StagedFile{}}
+	req := transport.StageRequest{Cmds: extra}
 	names := make([]map[string]string, len(vs)) // staged name -> live path
 	orders := make([][]string, len(vs))
 	for i, v := range vs {
-		dir := fmt.Sprintf("v%d", i)
 		var steps []step
 		if v.defaults {
 			c := []byte{}
@@ -174,6 +176,11 @@ func dumpVariantsExtra(ctx context.Context, h transport.Reader, t *Tree, bin str
 			names[i][stagedName(j)] = s.path
 			orders[i] = append(orders[i], s.path)
 		}
+		// One unit per variant: its files and its command are all that
+		// decides the dump, so an identical variant staged earlier in the
+		// run (by another module, or while planning) answers it.
+		u := transport.StageUnit{Files: map[string]transport.StagedFile{}, Cmd: transport.Cmd{Script: fmt.Sprintf(
+			`exec %s --config %s config dump`, transport.ShellQuote(bin), stagedName(0))}}
 		for _, s := range steps {
 			if s.missing && s.path == t.Main {
 				// containerd ignores a main config that does not exist
@@ -191,12 +198,10 @@ func dumpVariantsExtra(ctx context.Context, h transport.Reader, t *Tree, bin str
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: stage %s: %w", h.Host(), s.path, err)
 			}
-			req.Files[dir+"/"+idx[s.path]] = transport.StagedFile{Content: content, Mode: 0o600}
+			u.Files[idx[s.path]] = transport.StagedFile{Content: content, Mode: 0o600}
 		}
-		req.Cmds = append(req.Cmds, transport.Cmd{Script: fmt.Sprintf(
-			`cd "$SCRATCH"/%s && exec %s --config %s config dump`, dir, transport.ShellQuote(bin), stagedName(0))})
+		req.Units = append(req.Units, u)
 	}
-	req.Cmds = append(req.Cmds, extra...)
 	res, err := h.Stage(ctx, req)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: dump %d containerd config variants: %w", h.Host(), len(vs), err)
@@ -205,10 +210,10 @@ func dumpVariantsExtra(ctx context.Context, h transport.Reader, t *Tree, bin str
 		return nil, nil, fmt.Errorf("%s: staged %d dumps, got %d results", h.Host(), len(vs), len(res))
 	}
 	out := make([]*Effective, len(vs))
-	for i, r := range res[:len(vs)] {
+	for i, r := range res[len(extra):] {
 		out[i] = effective(r, names[i], orders[i])
 	}
-	return out, res[len(vs):], nil
+	return out, res[:len(extra)], nil
 }
 
 // effective reads one dump's result.

@@ -17,6 +17,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"nodeconverge/engine/transport"
+	"nodeconverge/modules/containerd/ctrconf"
 	"nodeconverge/modules/containerd/runtimeopts"
 )
 
@@ -143,12 +144,15 @@ func Gate(ctx context.Context, h transport.Reader, o Options) (*Report, error) {
 		secs = 1
 	}
 	ctr := []string{o.Ctr, "--address", o.Address, "--connect-timeout", "1s", "plugins", "ls", "-d"}
-	snap, err := h.Query(ctx, transport.Query{Cmds: []transport.Cmd{
+	// The same round trip reads the config tree (what ctrconf.Gather reads
+	// on a conf.d layout), so the runtimes gate needs no round trip of its
+	// own for it.
+	tq := ctrconf.PrefetchQuery(o.Config, o.Containerd)
+	snap, err := h.Query(ctx, transport.Query{Files: tq.Files, Globs: tq.Globs, Cmds: append([]transport.Cmd{
 		{Argv: []string{"sh", "-c", pollScript, "gate", o.Service, o.Address, o.Ctr, fmt.Sprint(secs)}},
 		{Argv: append(append([]string(nil), ctr...), "id==cri")},
 		{Argv: append(append([]string(nil), ctr...), "type==io.containerd.cri.v1")},
-		{Argv: []string{o.Containerd, "--config", o.Config, "config", "dump"}},
-	}})
+	}, tq.Cmds...)})
 	if err != nil {
 		return nil, fmt.Errorf("health gates: %w", err)
 	}
@@ -185,10 +189,18 @@ func Gate(ctx context.Context, h transport.Reader, o Options) (*Report, error) {
 		r.Failure = fmt.Sprintf("gate script exited %d: %s", poll.ExitCode, strings.TrimSpace(string(poll.Stderr)))
 	}
 	if r.Failure == "" {
-		dump := snap.Cmds[3]
-		if !dump.OK() {
-			r.Failure = fmt.Sprintf("%s --config %s config dump exited %d: %s", o.Containerd, o.Config, dump.ExitCode, strings.TrimSpace(string(dump.Stderr)))
-		} else if r.Runtimes, err = runtimes(dump.Stdout); err != nil {
+		// The effective config is the node's containerd's dump of the
+		// files as they are now. When the run already proved this very
+		// tree (every file's content the same as a candidate it staged),
+		// the transport answers with that proof instead of running
+		// containerd again; any changed byte is dumped anew.
+		eff, err := effective(ctx, h, o)
+		if err != nil {
+			return nil, fmt.Errorf("health gates: %w", err)
+		}
+		if !eff.OK {
+			r.Failure = fmt.Sprintf("%s --config %s config dump failed: %s", o.Containerd, o.Config, strings.TrimSpace(eff.Err))
+		} else if r.Runtimes, err = runtimes(eff.Raw); err != nil {
 			r.Failure = fmt.Sprintf("read the effective config: %v", err)
 		} else {
 			have := map[string]bool{}
@@ -203,7 +215,7 @@ func Gate(ctx context.Context, h transport.Reader, o Options) (*Report, error) {
 			if len(r.MissingRuntimes) > 0 {
 				r.Failure = fmt.Sprintf("runtimes %s missing from the effective config (it has %s)",
 					strings.Join(r.MissingRuntimes, ", "), strings.Join(r.Runtimes, ", "))
-			} else if bins, problems, err := binaryNames(dump.Stdout, o.Runtimes, o.BinaryNames); err != nil {
+			} else if bins, problems, err := binaryNames(eff.Raw, o.Runtimes, o.BinaryNames); err != nil {
 				r.Failure = fmt.Sprintf("read the effective config: %v", err)
 			} else {
 				r.BinaryNames = bins
@@ -215,6 +227,20 @@ func Gate(ctx context.Context, h transport.Reader, o Options) (*Report, error) {
 	}
 	r.Elapsed = time.Since(start)
 	return r, nil
+}
+
+// effective is containerd's dump of the config tree at o.Config as the node
+// has it now, staged as every other dump of the run is (ctrconf).
+func effective(ctx context.Context, h transport.Reader, o Options) (*ctrconf.Effective, error) {
+	t, err := ctrconf.Gather(ctx, h, o.Config, o.Containerd)
+	if err != nil {
+		return nil, fmt.Errorf("read the containerd config: %w", err)
+	}
+	e, err := ctrconf.Dump(ctx, h, t, nil)
+	if err != nil {
+		return nil, fmt.Errorf("dump the containerd config: %w", err)
+	}
+	return e, nil
 }
 
 // pluginError picks the reason out of `ctr plugins ls -d`: the Message
