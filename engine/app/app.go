@@ -293,7 +293,13 @@ func list(w io.Writer, o ApplyOptions, inv *inventory.Inventory, books map[strin
 			continue
 		}
 		for i, p := range books[pb] {
-			fmt.Fprintf(&b, "\n  play #%d (%s): %s\tTAGS: []\n", i+1, p.Hosts, p.Name)
+			// A play without a name is called by its hosts pattern, as
+			// Ansible's Play.get_name does ("play #1 (all): all").
+			name := p.Name
+			if name == "" {
+				name = p.Hosts
+			}
+			fmt.Fprintf(&b, "\n  play #%d (%s): %s\tTAGS: []\n", i+1, p.Hosts, name)
 			if o.ListHosts {
 				hs, err := inv.Select(p.Hosts)
 				if err != nil {

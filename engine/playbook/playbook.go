@@ -758,9 +758,8 @@ func (l *loader) conds(n *yaml.Node, what string) ([]*Cond, error) {
 			continue
 		}
 		src := s.Value
-		switch s.ShortTag() {
-		case "!!bool":
-			src = map[bool]string{true: "True", false: "False"}[strings.EqualFold(src, "true") || strings.EqualFold(src, "yes") || strings.EqualFold(src, "on")]
+		if b, ok := yaml11Bool(s); ok {
+			src = map[bool]string{true: "True", false: "False"}[b]
 		}
 		e, err := jinja.ParseExpr(src)
 		if err != nil {
@@ -776,6 +775,29 @@ func (l *loader) conds(n *yaml.Node, what string) ([]*Cond, error) {
 		return nil, errs[0]
 	}
 	return out, nil
+}
+
+// yaml11Bool says whether a condition's scalar is a boolean the way Ansible
+// reads it: YAML 1.1 (PyYAML) makes a plain yes/no/on/off/true/false (in
+// lower, Title or UPPER case) a boolean, where YAML 1.2 keeps yes/no/on/off
+// strings. So `changed_when: no` never reports changed, as in Ansible,
+// instead of reading an undefined variable "no". A quoted or !!str-tagged
+// "no" stays an expression, as it does in Ansible.
+func yaml11Bool(s *yaml.Node) (bool, bool) {
+	if s.ShortTag() == "!!bool" {
+		v := strings.ToLower(s.Value)
+		return v == "true" || v == "yes" || v == "on", true
+	}
+	if s.Style != 0 || s.ShortTag() != "!!str" {
+		return false, false
+	}
+	switch s.Value {
+	case "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON":
+		return true, true
+	case "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF":
+		return false, true
+	}
+	return false, false
 }
 
 // unknownTaskKey words the error by what the key most likely was meant to

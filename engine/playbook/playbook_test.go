@@ -638,3 +638,37 @@ func TestTaskKeywordsLoad(t *testing.T) {
 		t.Errorf("become conflict: %v", err)
 	}
 }
+
+// TestYAML11BoolConditions: a plain yes/no/on/off in when:, changed_when: or
+// failed_when: is a boolean, as PyYAML reads it for Ansible (a public
+// playbook's `changed_when: no` never reports changed); quoted, it stays an
+// expression naming a variable.
+func TestYAML11BoolConditions(t *testing.T) {
+	load := func(v string) ([]*Play, error) {
+		p := filepath.Join(t.TempDir(), "play.yaml")
+		body := "- hosts: all\n  tasks:\n    - name: x\n      changed_when: " + v + "\n      noop_t: {}\n"
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return Load(p)
+	}
+	for v, want := range map[string]bool{"no": false, "No": false, "NO": false, "off": false, "false": false,
+		"yes": true, "Yes": true, "on": true, "ON": true, "true": true, "True": true} {
+		plays, err := load(v)
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		if ok, err := plays[0].Tasks[0].ChangedWhen[0].Expr.Truth(nil); err != nil || ok != want {
+			t.Errorf("changed_when: %s = %v, %v; want %v", v, ok, err, want)
+		}
+	}
+	for _, v := range []string{`"no"`, `'yes'`, `!!str off`} {
+		plays, err := load(v)
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		if _, err := plays[0].Tasks[0].ChangedWhen[0].Expr.Truth(nil); err == nil {
+			t.Errorf("changed_when: %s was read as a boolean; want an expression naming a variable", v)
+		}
+	}
+}
