@@ -32,7 +32,7 @@ vet:
 test: deps fmt-check vet containerd2 containerd17 nvidia-ctk
 	NODECONVERGE_CONTAINERD2=$(abspath $(CONTAINERD2)) NODECONVERGE_CONTAINERD17=$(abspath $(CONTAINERD17)) \
 	NODECONVERGE_NVIDIA_CTK=$(abspath $(NVIDIA_CTK)) \
-		$(GO) test -race -count=1 -timeout 40m -skip '^TestCorpusMatrix$$' ./...
+		$(GO) test -race -count=1 -timeout 60m -skip '^TestCorpusMatrix$$' ./...
 
 containerd2:
 	lab/containerd2/build.sh $(CONTAINERD2)
