@@ -316,10 +316,9 @@ func filterTernary(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	return f
 }
 
-func filterDict2Items(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-	if in.IsError() {
-		return in
-	}
+// keyValueNames reads dict2items/items2dict's key_name and value_name
+// arguments (Ansible's defaults: key, value).
+func keyValueNames(params *exec.VarArgs) (string, string) {
 	kn, vn := "key", "value"
 	if k := arg(params, 99, "key_name"); k != nil {
 		kn = k.String()
@@ -327,6 +326,14 @@ func filterDict2Items(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	if v := arg(params, 99, "value_name"); v != nil {
 		vn = v.String()
 	}
+	return kn, vn
+}
+
+func filterDict2Items(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	kn, vn := keyValueNames(params)
 	m, ok := native(in).(map[string]any)
 	if !ok {
 		return errValue("dict2items needs a mapping")
@@ -347,13 +354,7 @@ func filterItems2Dict(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	if in.IsError() {
 		return in
 	}
-	kn, vn := "key", "value"
-	if k := arg(params, 99, "key_name"); k != nil {
-		kn = k.String()
-	}
-	if v := arg(params, 99, "value_name"); v != nil {
-		vn = v.String()
-	}
+	kn, vn := keyValueNames(params)
 	list, ok := native(in).([]any)
 	if !ok {
 		return errValue("items2dict needs a list")
