@@ -223,6 +223,7 @@ func labPids(t *testing.T, l *Lab) []string {
 		}
 		ns[strings.TrimSpace(string(b))] = true
 	}
+	mark := "/" + filepath.Base(l.Dir) + "/nodes/"
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +234,15 @@ func labPids(t *testing.T, l *Lab) []string {
 			continue
 		}
 		link, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "mnt"))
-		if err == nil && ns[link] {
+		if err != nil || !ns[link] {
+			continue
+		}
+		// A namespace id is an inode number the kernel reuses once the
+		// namespace is gone: after down, a node of a lab another test
+		// starts meanwhile can get the same id. A process of this lab sees
+		// this lab's node directories mounted (as lab.sh down checks too).
+		mi, err := os.ReadFile(filepath.Join("/proc", e.Name(), "mountinfo"))
+		if err == nil && strings.Contains(string(mi), mark) {
 			pids = append(pids, e.Name())
 		}
 	}
