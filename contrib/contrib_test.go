@@ -6,6 +6,8 @@ package contrib
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"nodeconverge/engine/inventory"
@@ -22,31 +25,27 @@ import (
 	_ "nodeconverge/modules/all"
 )
 
-// manifestDocs splits a multi-document YAML file.
+// manifestDocs splits a multi-document YAML file with the Kubernetes
+// reader kubectl uses.
 func manifestDocs(t *testing.T, path string) [][]byte {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer f.Close()
+	r := k8syaml.NewYAMLReader(bufio.NewReader(f))
 	var docs [][]byte
-	for _, d := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(b), -1) {
-		if strings.TrimSpace(stripComments(d)) != "" {
-			docs = append(docs, []byte(d))
+	for {
+		d, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs
 		}
-	}
-	return docs
-}
-
-func stripComments(s string) string {
-	var out strings.Builder
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		if !strings.HasPrefix(strings.TrimSpace(sc.Text()), "#") {
-			out.WriteString(sc.Text() + "\n")
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
 		}
+		docs = append(docs, d)
 	}
-	return out.String()
 }
 
 // TestDaemonSetManifest decodes every document of the manifest strictly
@@ -65,6 +64,7 @@ func TestDaemonSetManifest(t *testing.T) {
 		}
 		var err error
 		switch meta.Kind {
+		case "": // a document of comments only
 		case "DaemonSet":
 			ds = &appsv1.DaemonSet{}
 			err = yaml.UnmarshalStrict(doc, ds)

@@ -139,19 +139,26 @@ func (f Fleet) Dialer() func(ctx context.Context, h *inventory.Host, become bool
 	}
 }
 
+// connectionKinds maps the connection names nodeconverge has (Ansible's
+// names for them included) onto its two transports.
+var connectionKinds = map[string]string{
+	"": "ssh", "ssh": "ssh", "smart": "ssh", "paramiko": "ssh", "paramiko_ssh": "ssh",
+	"ansible.builtin.ssh": "ssh", "ansible.builtin.paramiko_ssh": "ssh",
+	"local": "local", "ansible.builtin.local": "local",
+}
+
 // checkConnection refuses a -c value before any host is touched.
 func (f Fleet) checkConnection() error {
-	switch f.Connection {
-	case "", "ssh", "local":
-		return nil
+	if _, ok := connectionKinds[f.Connection]; !ok {
+		return fmt.Errorf("--connection %q: nodeconverge connects with ssh or local", f.Connection)
 	}
-	return fmt.Errorf("--connection %q: nodeconverge connects with ssh or local", f.Connection)
+	return nil
 }
 
 // connection is how h is reached: "ssh" or "local". --host-root means the
 // node is this machine's host, so it is always local; then -c; then the
-// host's ansible_connection, where Ansible's other names for SSH count as
-// SSH and a plugin nodeconverge does not have is refused by name.
+// host's ansible_connection. A plugin nodeconverge does not have is
+// refused by name.
 func (f Fleet) connection(h *inventory.Host) (string, error) {
 	if f.HostRoot != "" {
 		return "local", nil
@@ -160,11 +167,8 @@ func (f Fleet) connection(h *inventory.Host) (string, error) {
 	if c == "" {
 		c, from = h.Conn.Connection, "ansible_connection"
 	}
-	switch c {
-	case "", "ssh", "smart", "paramiko", "ansible.builtin.ssh", "ansible.builtin.paramiko_ssh", "paramiko_ssh":
-		return "ssh", nil
-	case "local", "ansible.builtin.local":
-		return "local", nil
+	if kind, ok := connectionKinds[c]; ok {
+		return kind, nil
 	}
 	return "", fmt.Errorf("%s: %s %q is not a connection nodeconverge has (ssh or local)", h.Name, from, c)
 }

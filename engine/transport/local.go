@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,6 +32,9 @@ type local struct {
 	sudoUser string
 	// env, when not nil, replaces the controller's environment.
 	env []string
+	// rootPath, with root, is argv[0]'s path inside the root, found at
+	// dial: this machine's PATH lookup names this machine's binary.
+	rootPath string
 }
 
 // LocalOptions configure a local connection.
@@ -99,7 +103,27 @@ func DialLocal(name string, o LocalOptions) (Conn, error) {
 	}
 	l.root = root
 	l.env = []string{"PATH=" + NodePath, "HOME=/root", "LC_ALL=C"}
+	prog := l.argv()[0]
+	for _, dir := range filepath.SplitList(NodePath) {
+		if fi, err := os.Stat(filepath.Join(root, dir, prog)); err == nil && !fi.IsDir() {
+			l.rootPath = path.Join(dir, prog)
+			break
+		}
+	}
+	if l.rootPath == "" {
+		return nil, fmt.Errorf("%s: host root %s has no %s on %s", name, root, prog, NodePath)
+	}
 	return l, nil
+}
+
+// argv is the command every script is fed to: the shell, through sudo
+// when the connection becomes another user (the user name is one argv
+// word: no shell sees it).
+func (l *local) argv() []string {
+	if l.sudoUser != "" {
+		return []string{"sudo", "-n", "-u", l.sudoUser, "--", l.shell, "-s"}
+	}
+	return []string{l.shell, "-s"}
 }
 
 // localWaitDelay bounds how long Run waits for a cancelled script's children
@@ -107,11 +131,7 @@ func DialLocal(name string, o LocalOptions) (Conn, error) {
 const localWaitDelay = 5 * time.Second
 
 func (l *local) Run(ctx context.Context, script string, stdin []byte) (*CmdResult, error) {
-	argv := []string{l.shell, "-s"}
-	if l.sudoUser != "" {
-		// The user name is one argv word: no shell sees it.
-		argv = append([]string{"sudo", "-n", "-u", l.sudoUser, "--"}, argv...)
-	}
+	argv := l.argv()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdin = io.MultiReader(strings.NewReader(script), bytes.NewReader(stdin))
 	var stdout, stderr bytes.Buffer
@@ -124,12 +144,9 @@ func (l *local) Run(ctx context.Context, script string, stdin []byte) (*CmdResul
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if l.root != "" {
 		// The kernel's chroot before exec: the shell, and every program
-		// it starts, is the node's. exec.Command resolved argv[0]
-		// against this machine's PATH; inside the root it is the node's.
-		cmd.Path = "/bin/" + argv[0]
-		if argv[0] == "sudo" {
-			cmd.Path = "/usr/bin/sudo"
-		}
+		// it starts, is the node's. exec.Command looked argv[0] up on
+		// this machine (an error there means nothing here).
+		cmd.Path = l.rootPath
 		cmd.Err = nil
 		cmd.SysProcAttr.Chroot = l.root
 		cmd.Dir = "/"
