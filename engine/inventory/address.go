@@ -23,7 +23,8 @@ var (
 	bracketedHostPort = regexp.MustCompile(`^\[(.+)\]:([0-9]+)$`)
 	hostPort          = regexp.MustCompile(`^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$`)
 	ipv4Re            = regexp.MustCompile(`(?i)^(?:` + ipv4Component + `\.){3}` + ipv4Component + `$`)
-	ipv6Re            = regexp.MustCompile(`(?i)^(?:` + strings.Join([]string{
+	// The IPv6 alternatives are written with C for a component.
+	ipv6Re = regexp.MustCompile(`(?i)^(?:` + strings.ReplaceAll(strings.Join([]string{
 		`(?:C:){7}C`,
 		`(?:C:){1,6}:`,
 		`(?:C:)(?::C){1,6}`,
@@ -37,14 +38,9 @@ var (
 		`(?:0:){6}(?:C\.){3}C`,
 		`::(?:ffff:)?(?:C\.){3}C`,
 		`(?:0:){5}ffff:(?:C\.){3}C`,
-	}, "|") + `)$`)
+	}, "|"), "C", ipv6Component) + `)$`)
 	hostnameRe = regexp.MustCompile(`(?i)^` + label + `(?:\.` + label + `)*$`)
 )
-
-func init() {
-	// The IPv6 alternatives were written with C for a component.
-	ipv6Re = regexp.MustCompile(strings.ReplaceAll(ipv6Re.String(), "C", ipv6Component))
-}
 
 // isAddress reports whether s parses as Ansible's parse_address(s,
 // allow_ranges=True) does: a host name, IPv4 or IPv6 address, ranges

@@ -111,9 +111,18 @@ func ourList(t *testing.T, sources []string, opts Options) any {
 	return v
 }
 
-// compareSources checks `ansible-inventory --list` against ours.
-func compareSources(t *testing.T, sources []string, vaultFile string, opts Options) {
+// compareSources checks `ansible-inventory --list` against ours, both
+// given the vault password file vaultFile when it is not "".
+func compareSources(t *testing.T, sources []string, vaultFile string) {
 	t.Helper()
+	opts := Options{}
+	if vaultFile != "" {
+		s, err := vault.ReadPasswordFile(context.Background(), vaultFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Vault = []vault.Secret{s}
+	}
 	want := ansibleInventoryList(t, sources, vaultFile)
 	got := ourList(t, sources, opts)
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -311,10 +320,9 @@ func TestListHostsCLI(t *testing.T) {
 // directories (ignored names, the group_vars/all/ vs all.yml rule) and
 // vault with the real ansible-inventory --list.
 func TestSourcesMatchAnsible(t *testing.T) {
-	pw := vaultOpts(t)
 	for _, tt := range []struct {
 		sources []string
-		vault   bool
+		vault   string // the password file
 	}{
 		{sources: []string{"testdata/ini/mixed.ini"}},
 		{sources: []string{"testdata/ini/named_yaml/hosts.yaml"}},
@@ -324,17 +332,13 @@ func TestSourcesMatchAnsible(t *testing.T) {
 		{sources: []string{"testdata/multi/a", "testdata/multi/b"}},
 		{sources: []string{"testdata/dir"}},
 		{sources: []string{"testdata/dir", "testdata/multi/b/hosts"}},
-		{sources: []string{"testdata/vault/inventory.yml"}, vault: true},
+		{sources: []string{"testdata/vault/inventory.yml"}, vault: "testdata/vault/password.txt"},
 		// Host lists (Ansible's host_list plugin): ansible-pull's idiom.
 		{sources: []string{"localhost,"}},
 		{sources: []string{"a, b:2222 ,10.0.0.1"}},
 		{sources: []string{"node9,", "testdata/ini/mixed.ini"}},
 	} {
-		if tt.vault {
-			compareSources(t, tt.sources, "testdata/vault/password.txt", pw)
-		} else {
-			compareSources(t, tt.sources, "", Options{})
-		}
+		compareSources(t, tt.sources, tt.vault)
 	}
 }
 
@@ -370,15 +374,7 @@ func TestPublicCorpus(t *testing.T) {
 			t.Fatalf("%s names no inventory", src)
 		}
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			opts := Options{}
-			if pw != "" {
-				s, err := vault.ReadPasswordFile(context.Background(), pw)
-				if err != nil {
-					t.Fatal(err)
-				}
-				opts.Vault = []vault.Secret{s}
-			}
-			compareSources(t, []string{inv}, pw, opts)
+			compareSources(t, []string{inv}, pw)
 		})
 	}
 }

@@ -191,7 +191,6 @@ func (l *loader) iniHostLine(group, line string, fail func(string, ...any) error
 		return fail("host %q ends in \":\", which is reserved for a port", pattern)
 	}
 	vars := map[string]any{}
-	var keys []string
 	for _, t := range tokens[1:] {
 		k, v, ok := strings.Cut(t, "=")
 		if !ok {
@@ -207,9 +206,6 @@ func (l *loader) iniHostLine(group, line string, fail func(string, ...any) error
 		if l.secret {
 			l.addSecrets(val, 0)
 		}
-		if _, ok := vars[k]; !ok {
-			keys = append(keys, k)
-		}
 		vars[k] = val
 	}
 	g := l.group(group)
@@ -217,8 +213,8 @@ func (l *loader) iniHostLine(group, line string, fail func(string, ...any) error
 		if l.addHost(g, h) && port != 0 {
 			l.hostInv[h]["ansible_port"] = port
 		}
-		for _, k := range keys {
-			l.hostInv[h][k] = vars[k]
+		for k, x := range vars {
+			l.hostInv[h][k] = x
 		}
 	}
 	return nil

@@ -56,7 +56,7 @@ type Host struct {
 	Conn   ConnInfo
 	// list is Vars as `ansible-inventory --list` prints them: an inline
 	// vaulted value as {"__ansible_vault": ciphertext}. nil when the
-	// host has no inline vaulted value.
+	// inventory has no inline vaulted value.
 	list map[string]any
 }
 
@@ -109,7 +109,6 @@ type loader struct {
 	file       string // the file being read
 	opts       Options
 	inv        *Inventory
-	groupOrder []string                    // group creation order
 	parents    map[string][]string         // group -> parent groups
 	invVars    map[string]map[string]any   // group -> inventory-file vars
 	fileVars   []map[string]map[string]any // per source: group -> group_vars/ vars
@@ -224,7 +223,7 @@ func (l *loader) group(name string) *Group {
 	if !ok {
 		g = &Group{Name: name, Vars: map[string]any{}}
 		l.inv.Groups[name] = g
-		l.groupOrder = append(l.groupOrder, name)
+		l.inv.groupOrder = append(l.inv.groupOrder, name)
 	}
 	return g
 }
@@ -256,9 +255,6 @@ func (l *loader) parseGroup(name string, at, n *yaml.Node) error {
 			vars, err := l.varsMapping(l.file, val, fmt.Sprintf("vars of group %q", name))
 			if err != nil {
 				return err
-			}
-			if l.invVars[name] == nil {
-				l.invVars[name] = map[string]any{}
 			}
 			for k, x := range vars {
 				if err := l.setGroupVar(name, k, x); err != nil {
@@ -558,42 +554,44 @@ func sourceDir(source string) string {
 // <name>/ is read file by file in name order.
 func (l *loader) loadVarsDirs() error {
 	sources := l.inv.Sources
-	if len(sources) == 0 {
-		sources = []string{l.inv.Path}
-	}
 	l.fileVars = make([]map[string]map[string]any, len(sources))
 	l.hostFile = make([]map[string]map[string]any, len(sources))
 	for i, src := range sources {
 		dir := sourceDir(src)
-		l.fileVars[i] = map[string]map[string]any{}
-		l.hostFile[i] = map[string]map[string]any{}
-		for _, name := range l.groupOrder {
-			vars, err := l.readVarsFor(filepath.Join(dir, "group_vars"), name)
-			if err != nil {
-				return err
-			}
-			if vars != nil {
-				l.fileVars[i][name] = vars
-			}
+		var err error
+		if l.fileVars[i], err = l.readVarsDir(filepath.Join(dir, "group_vars"), l.inv.groupOrder); err != nil {
+			return err
 		}
-		for _, name := range l.inv.Order {
-			vars, err := l.readVarsFor(filepath.Join(dir, "host_vars"), name)
-			if err != nil {
-				return err
-			}
-			if vars != nil {
-				l.hostFile[i][name] = vars
-			}
+		if l.hostFile[i], err = l.readVarsDir(filepath.Join(dir, "host_vars"), l.inv.Order); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
+// readVarsDir reads the vars of each of names from dir (a group_vars/ or
+// host_vars/ directory): name -> vars, for the names that have any.
+// Without such a directory there are none, found with one stat rather
+// than one per name.
+func (l *loader) readVarsDir(dir string, names []string) (map[string]map[string]any, error) {
+	out := map[string]map[string]any{}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return out, nil
+	}
+	for _, name := range names {
+		vars, err := l.readVarsFor(dir, name)
+		if err != nil {
+			return nil, err
+		}
+		if vars != nil {
+			out[name] = vars
+		}
+	}
+	return out, nil
+}
+
 func (l *loader) readVarsFor(dir, name string) (map[string]any, error) {
 	if strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
-		return nil, nil
-	}
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return nil, nil
 	}
 	var files []string
@@ -700,7 +698,7 @@ func varsDirFilesDepth(dir string, depth int) ([]string, error) {
 // reconcile_inventory and get_vars do.
 func (l *loader) finish() {
 	all := l.inv.Groups["all"]
-	for _, name := range l.groupOrder {
+	for _, name := range l.inv.groupOrder {
 		if name == "all" || name == "ungrouped" || len(l.parents[name]) > 0 {
 			continue
 		}
@@ -740,7 +738,6 @@ func (l *loader) finish() {
 	for _, name := range l.inv.Order {
 		l.finishHost(l.inv.Hosts[name], depth)
 	}
-	l.inv.groupOrder = l.groupOrder
 	for s := range l.secrets {
 		l.inv.secrets = append(l.inv.secrets, s)
 	}
@@ -776,7 +773,7 @@ func (l *loader) depths() map[string]int {
 		depth[g] = d
 		return d
 	}
-	for _, g := range l.groupOrder {
+	for _, g := range l.inv.groupOrder {
 		of(g)
 	}
 	return depth

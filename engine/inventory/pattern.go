@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -29,12 +28,18 @@ func (inv *Inventory) Select(pattern string) ([]*Host, error) {
 	if len(parts) == 0 {
 		return nil, fmt.Errorf("empty host pattern %q", pattern)
 	}
+	return inv.hostsOf(parts, "pattern", pattern)
+}
+
+// hostsOf evaluates the parts of a pattern (what it is, for the error)
+// to their hosts, refusing a selection of none.
+func (inv *Inventory) hostsOf(parts []string, what, pattern string) ([]*Host, error) {
 	names, err := inv.evaluate(parts)
 	if err != nil {
 		return nil, err
 	}
 	if len(names) == 0 {
-		return nil, fmt.Errorf("no hosts matched pattern %q", pattern)
+		return nil, fmt.Errorf("no hosts matched %s %q", what, pattern)
 	}
 	out := make([]*Host, len(names))
 	for i, n := range names {
@@ -224,12 +229,8 @@ func (inv *Inventory) enumerate(pattern string) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	groups := inv.groupOrder
-	if len(groups) == 0 {
-		groups = sortedGroupNames(inv)
-	}
 	matched := false
-	for _, g := range groups {
+	for _, g := range inv.groupOrder {
 		if match(g) {
 			matched = true
 			out = append(out, inv.groupHosts(g)...)
@@ -243,19 +244,6 @@ func (inv *Inventory) enumerate(pattern string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// sortedGroupNames lists groups in a stable order when the creation
-// order is not known: all, ungrouped, then by name.
-func sortedGroupNames(inv *Inventory) []string {
-	var out []string
-	for name := range inv.Groups {
-		if name != "all" && name != "ungrouped" {
-			out = append(out, name)
-		}
-	}
-	sort.Strings(out)
-	return append([]string{"all", "ungrouped"}, out...)
 }
 
 // groupHosts lists a group's hosts as Ansible's Group.get_hosts does:
@@ -380,18 +368,7 @@ func (inv *Inventory) SelectLimit(limit string) ([]*Host, error) {
 	if len(parts) == 0 {
 		return nil, fmt.Errorf("empty limit %q", limit)
 	}
-	names, err := inv.evaluate(parts)
-	if err != nil {
-		return nil, err
-	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("no hosts matched limit %q", limit)
-	}
-	out := make([]*Host, len(names))
-	for i, n := range names {
-		out[i] = inv.Hosts[n]
-	}
-	return out, nil
+	return inv.hostsOf(parts, "limit", limit)
 }
 
 // maxLimitFile bounds a --limit @FILE.

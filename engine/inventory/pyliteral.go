@@ -187,20 +187,32 @@ func (p *pyParser) sequence(end byte, depth int) ([]any, error) {
 			return nil, err
 		}
 		out = append(out, v)
-		p.space(true)
-		if p.i >= len(p.s) {
-			return nil, errSyntax
+		done, err := p.next(end)
+		if err != nil {
+			return nil, err
 		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case end:
-			p.i++
+		if done {
 			return out, nil
-		default:
-			return nil, errSyntax
 		}
 	}
+}
+
+// next reads what follows an item of a sequence or dict: "," (more may
+// follow) or the closing bracket end (done).
+func (p *pyParser) next(end byte) (done bool, err error) {
+	p.space(true)
+	if p.i >= len(p.s) {
+		return false, errSyntax
+	}
+	switch p.s[p.i] {
+	case ',':
+		p.i++
+		return false, nil
+	case end:
+		p.i++
+		return true, nil
+	}
+	return false, errSyntax
 }
 
 // dict reads "k: v, ...}" after "{"; "{a, b}" is a set.
@@ -246,18 +258,12 @@ func (p *pyParser) dict(depth int) (any, error) {
 		}
 		out[key] = v
 		first = false
-		p.space(true)
-		if p.i >= len(p.s) {
-			return nil, errSyntax
+		done, err := p.next('}')
+		if err != nil {
+			return nil, err
 		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
+		if done {
 			return out, nil
-		default:
-			return nil, errSyntax
 		}
 	}
 }
@@ -363,22 +369,14 @@ func (p *pyParser) strings() (any, error) {
 			}
 			break
 		}
-		raw, isBytes := false, false
-		for _, c := range strings.ToLower(p.s[p.i:j]) {
-			switch c {
-			case 'r':
-				raw = true
-			case 'b':
-				isBytes = true
-			case 'u':
-			default:
-				// f-strings are not literals.
-				return nil, errSyntax
-			}
-		}
-		if prefix := strings.ToLower(p.s[p.i:j]); len(prefix) > 2 || prefix == "ur" || prefix == "ru" || prefix == "uu" || prefix == "rr" || prefix == "bb" || prefix == "ub" || prefix == "bu" {
+		// Python 3's string prefixes; f-strings are not literals.
+		prefix := strings.ToLower(p.s[p.i:j])
+		switch prefix {
+		case "", "r", "u", "b", "br", "rb":
+		default:
 			return nil, errSyntax
 		}
+		raw, isBytes := strings.Contains(prefix, "r"), strings.Contains(prefix, "b")
 		k := 0
 		if isBytes {
 			k = 1

@@ -318,15 +318,10 @@ func yaml11ParseFloat(s string) float64 {
 	case v == ".nan":
 		return math.NaN()
 	case strings.Contains(v, ":"):
-		parts := strings.Split(v, ":")
 		f := 0.0
-		for i, p := range parts {
+		for _, p := range strings.Split(v, ":") {
 			x, _ := strconv.ParseFloat(p, 64)
-			if i < len(parts)-1 {
-				f = f*60 + x
-			} else {
-				f = f*60 + x
-			}
+			f = f*60 + x
 		}
 		return sign * f
 	}

@@ -193,12 +193,13 @@ func ReadPasswordFile(ctx context.Context, path string) (Secret, error) {
 	if st.Mode()&0o111 != 0 {
 		ctx, cancel := context.WithTimeout(ctx, scriptTimeout)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, path)
+		name := path
 		if !strings.ContainsRune(path, os.PathSeparator) {
 			// exec would search PATH for a bare name; the file meant
 			// is the one in the current directory.
-			cmd = exec.CommandContext(ctx, "."+string(os.PathSeparator)+path)
+			name = "." + string(os.PathSeparator) + path
 		}
+		cmd := exec.CommandContext(ctx, name)
 		cmd.Stdin, cmd.Stderr = os.Stdin, os.Stderr
 		out, err := cmd.Output()
 		if err != nil {
@@ -210,7 +211,7 @@ func ReadPasswordFile(ctx context.Context, path string) (Secret, error) {
 		if err != nil {
 			return Secret{}, fmt.Errorf("vault password file: %w", err)
 		}
-		pw = bytes.Trim(bytes.TrimSpace(b), "\r\n")
+		pw = bytes.TrimSpace(b)
 	}
 	if len(pw) == 0 {
 		return Secret{}, fmt.Errorf("vault password file %s gives an empty password", path)
