@@ -279,16 +279,9 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 // list prints what --syntax-check, --list-hosts and --list-tasks print,
 // shaped like ansible-playbook's output.
 func list(w io.Writer, o ApplyOptions, inv *inventory.Inventory, books map[string][]*playbook.Play) error {
-	var limit map[string]bool
-	if o.Limit != "" {
-		hs, err := inv.Select(o.Limit)
-		if err != nil {
-			return fmt.Errorf("--limit: %w", err)
-		}
-		limit = map[string]bool{}
-		for _, h := range hs {
-			limit[h.Name] = true
-		}
+	limit, err := inv.LimitSet(o.Limit)
+	if err != nil {
+		return err
 	}
 	var b strings.Builder
 	for _, pb := range o.Playbooks {
@@ -332,7 +325,7 @@ func list(w io.Writer, o ApplyOptions, inv *inventory.Inventory, books map[strin
 			}
 		}
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err = io.WriteString(w, b.String())
 	return err
 }
 

@@ -349,6 +349,24 @@ func globToRegexp(p string) string {
 	return b.String()
 }
 
+// LimitSet is the names of the hosts a --limit selects (SelectLimit), for
+// filtering each play's hosts; nil when limit is "" (no limit). Errors
+// say "--limit".
+func (inv *Inventory) LimitSet(limit string) (map[string]bool, error) {
+	if limit == "" {
+		return nil, nil
+	}
+	hs, err := inv.SelectLimit(limit)
+	if err != nil {
+		return nil, fmt.Errorf("--limit: %w", err)
+	}
+	set := make(map[string]bool, len(hs))
+	for _, h := range hs {
+		set[h.Name] = true
+	}
+	return set, nil
+}
+
 // SelectLimit returns the hosts a --limit selects, as Ansible's subset
 // does: Select's pattern language, plus "@FILE" parts whose file holds
 // one pattern per line (blank lines skipped).

@@ -93,22 +93,6 @@ func (o *Options) setDefaults() {
 	}
 }
 
-// limitSet resolves --limit to host names; nil means no limit.
-func limitSet(inv *inventory.Inventory, pattern string) (map[string]bool, error) {
-	if pattern == "" {
-		return nil, nil
-	}
-	hs, err := inv.SelectLimit(pattern)
-	if err != nil {
-		return nil, fmt.Errorf("--limit: %w", err)
-	}
-	set := make(map[string]bool, len(hs))
-	for _, h := range hs {
-		set[h.Name] = true
-	}
-	return set, nil
-}
-
 type hostState struct {
 	host *inventory.Host
 	mu   sync.Mutex
@@ -208,7 +192,7 @@ func preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 	targets := map[*playbook.Play][]*inventory.Host{}
 	args := rendered{}
 	g := gates{skip: map[*playbook.Task]map[string]string{}, later: map[*playbook.Task]map[string]bool{}}
-	limit, err := limitSet(inv, o.Limit)
+	limit, err := inv.LimitSet(o.Limit)
 	if err != nil {
 		return nil, nil, g, err
 	}

@@ -24,7 +24,7 @@ import (
 func ApplySaved(ctx context.Context, inv *inventory.Inventory, sp *savedplan.Plan, o Options) (*report.Run, error) {
 	o.setDefaults()
 	o.Check = false
-	limit, err := limitSet(inv, o.Limit)
+	limit, err := inv.LimitSet(o.Limit)
 	if err != nil {
 		return nil, err
 	}
