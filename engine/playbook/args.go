@@ -272,21 +272,41 @@ func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int, shell bool) {
 		}
 		return
 	}
-	var shellKeys map[string]bool
-	if depth == 0 && n.Kind == yaml.MappingNode {
+	var keys map[string]bool
+	if depth == 0 {
 		if m, ok := module.Lookup(t.Module); ok {
-			if st, ok := m.(module.ShellTemplated); ok {
-				shellKeys = map[string]bool{}
-				for _, k := range st.ShellTemplatedArgs() {
-					shellKeys[k] = true
-				}
-			}
+			keys = shellArgs(m)
 		}
 	}
 	for i, c := range n.Content {
-		sh := shell || (i%2 == 1 && shellKeys[yamlx.Deref(n.Content[i-1]).Value])
-		l.checkTemplates(t, c, depth+1, sh)
+		l.checkTemplates(t, c, depth+1, shell || isShellArg(keys, n, i))
 	}
+}
+
+// shellArgs are the top-level arguments of m whose substitutions are
+// shell-quoted (module.ShellTemplated); nil for any other module.
+func shellArgs(m module.Module) map[string]bool {
+	st, ok := m.(module.ShellTemplated)
+	if !ok {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, k := range st.ShellTemplatedArgs() {
+		out[k] = true
+	}
+	return out
+}
+
+// isShellArg says whether args.Content[i], args being a task's argument
+// mapping with aliases followed, is the value of one of the keys (from
+// shellArgs). The load-time check and Render both ask it, so what is
+// checked as shell text is what renders quoted, an aliased key included.
+func isShellArg(keys map[string]bool, args *yaml.Node, i int) bool {
+	if keys == nil || args.Kind != yaml.MappingNode || i%2 == 0 {
+		return false
+	}
+	k := yamlx.Deref(args.Content[i-1])
+	return k != nil && keys[k.Value]
 }
 
 func withinSize(n *yaml.Node, count *int, depth int) bool {

@@ -74,10 +74,17 @@ func (fake) Apply(context.Context, transport.Writer, *module.Plan) (*module.Resu
 	return &module.Result{}, nil
 }
 
+// shellFake is a stand-in for the shell module: its cmd renders each
+// substitution shell-quoted (module.ShellTemplated).
+type shellFake struct{ fake }
+
+func (shellFake) ShellTemplatedArgs() []string { return []string{"cmd"} }
+
 func init() {
 	module.Register("copy_t", fake{func() module.Args { return &copyArgs{Mode: "0644", Backup: true} }})
 	module.Register("command_t", fake{func() module.Args { return &commandArgs{} }})
 	module.Register("noop_t", fake{func() module.Args { return noopArgs{} }})
+	module.Register("shell_t", shellFake{fake{func() module.Args { return &commandArgs{} }}})
 }
 
 func loadGood(t *testing.T) []*Play {
@@ -669,6 +676,31 @@ func TestYAML11BoolConditions(t *testing.T) {
 		}
 		if _, err := plays[0].Tasks[0].ChangedWhen[0].Expr.Truth(nil); err == nil {
 			t.Errorf("changed_when: %s was read as a boolean; want an expression naming a variable", v)
+		}
+	}
+}
+
+// TestShellArgQuoted: a shell argument's substitutions render quoted
+// however the task writes it, an aliased key or an aliased argument
+// mapping included, so a value never becomes shell syntax.
+func TestShellArgQuoted(t *testing.T) {
+	for name, task := range map[string]string{
+		"plain":          "      shell_t:\n        cmd: \"echo {{ v }}\"\n",
+		"aliased key":    "      shell_t:\n        *k : \"echo {{ v }}\"\n",
+		"aliased args":   "      shell_t: *a\n",
+		"free-form text": "      shell_t: \"echo {{ v }}\"\n",
+	} {
+		body := "- hosts: all\n  vars:\n    k: &k cmd\n    a: &a {cmd: \"echo {{ v }}\"}\n  tasks:\n    - name: x\n" + task
+		plays, err := load("play.yaml", []byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		a, err := plays[0].Tasks[0].Render(map[string]any{"v": "$(id)"})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := a.(*commandArgs).Cmd; got != "echo '$(id)'" {
+			t.Errorf("%s: cmd = %q, want the value quoted", name, got)
 		}
 	}
 }

@@ -34,8 +34,10 @@ type renderer struct {
 	vars  map[string]any
 	nodes int
 	// shellKeys are the top-level argument names whose substitutions are
-	// shell-quoted (module.ShellTemplated); quote is set while rendering one.
+	// shell-quoted (shellArgs), top the argument mapping they are keys of
+	// (aliases followed); quote is set while rendering one.
 	shellKeys map[string]bool
+	top       *yaml.Node
 	quote     bool
 }
 
@@ -153,13 +155,7 @@ func (t *Task) render(vars map[string]any) (module.Args, error) {
 	}
 	args := m.NewArgs()
 	if t.Args != nil {
-		r := &renderer{file: t.Pos.File, vars: vars}
-		if st, ok := m.(module.ShellTemplated); ok {
-			r.shellKeys = map[string]bool{}
-			for _, k := range st.ShellTemplatedArgs() {
-				r.shellKeys[k] = true
-			}
-		}
+		r := &renderer{file: t.Pos.File, vars: vars, shellKeys: shellArgs(m), top: yamlx.Deref(t.Args)}
 		n, err := r.subst(t.Args, 0)
 		if err != nil {
 			return nil, err
@@ -207,7 +203,7 @@ func (r *renderer) subst(n *yaml.Node, depth int) (*yaml.Node, error) {
 	c.Content = make([]*yaml.Node, len(n.Content))
 	for i, ch := range n.Content {
 		// The value of a top-level shell argument renders with quoting.
-		q := depth == 0 && n.Kind == yaml.MappingNode && i%2 == 1 && r.shellKeys[n.Content[i-1].Value]
+		q := n == r.top && isShellArg(r.shellKeys, n, i)
 		r.quote = r.quote || q
 		s, err := r.subst(ch, depth+1)
 		if q {
