@@ -259,12 +259,11 @@ func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int, shell bool) {
 		if !jinja.Has(n.Value) {
 			return
 		}
-		tpl, err := parseTemplate(n.Value)
+		tpl, err := l.template(t, n.Value)
 		if err != nil {
 			l.add(nodeErr(l.file, n, "%s: %s: %v", taskLabel(t), t.Module, err))
 			return
 		}
-		t.argNames = append(t.argNames, tpl.Names()...)
 		if shell {
 			if err := tpl.Plain(); err != nil {
 				l.add(nodeErr(l.file, n, "%s: %s: %v", taskLabel(t), t.Module, err))

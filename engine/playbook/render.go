@@ -19,10 +19,21 @@ import (
 
 var varNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// parseTemplate parses s as a Jinja2 template (engine/jinja): syntax,
-// filters and tests are checked here, variables when it renders.
-func parseTemplate(s string) (*jinja.Template, error) {
-	return jinja.Parse(s)
+// template parses a template of t's arguments or loop as Jinja2
+// (engine/jinja: syntax, filters and tests; variables are checked when it
+// renders), records the variables it reads and keeps it for Render, which
+// renders it on every host without parsing it again.
+func (l *loader) template(t *Task, s string) (*jinja.Template, error) {
+	tpl, err := jinja.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if t.templates == nil {
+		t.templates = map[string]*jinja.Template{}
+	}
+	t.templates[s] = tpl
+	t.argNames = append(t.argNames, tpl.Names()...)
+	return tpl, nil
 }
 
 // maxNodes bounds the rendered argument tree, which aliases to large
@@ -33,6 +44,8 @@ type renderer struct {
 	file  string
 	vars  map[string]any
 	nodes int
+	// templates are the task's templates parsed at load (Task.templates).
+	templates map[string]*jinja.Template
 	// shellKeys are the top-level argument names whose substitutions are
 	// shell-quoted (shellArgs), top the argument mapping they are keys of
 	// (aliases followed); quote is set while rendering one.
@@ -116,7 +129,7 @@ func holdsAll(conds []*Cond, vars map[string]any) (bool, error) {
 
 // items evaluates the task's loop on a host.
 func (t *Task) items(vars map[string]any) ([]any, error) {
-	r := &renderer{file: t.Pos.File, vars: vars}
+	r := &renderer{file: t.Pos.File, vars: vars, templates: t.templates}
 	n, err := r.subst(t.Loop, 0)
 	if err != nil {
 		return nil, err
@@ -155,7 +168,7 @@ func (t *Task) render(vars map[string]any) (module.Args, error) {
 	}
 	args := m.NewArgs()
 	if t.Args != nil {
-		r := &renderer{file: t.Pos.File, vars: vars, shellKeys: shellArgs(m), top: yamlx.Deref(t.Args)}
+		r := &renderer{file: t.Pos.File, vars: vars, templates: t.templates, shellKeys: shellArgs(m), top: yamlx.Deref(t.Args)}
 		n, err := r.subst(t.Args, 0)
 		if err != nil {
 			return nil, err
@@ -218,9 +231,13 @@ func (r *renderer) subst(n *yaml.Node, depth int) (*yaml.Node, error) {
 }
 
 func (r *renderer) scalar(n *yaml.Node) (*yaml.Node, error) {
-	tpl, err := parseTemplate(n.Value)
-	if err != nil {
-		return nil, nodeErr(r.file, n, "%v", err)
+	tpl, ok := r.templates[n.Value]
+	if !ok {
+		// Not seen at load: a task built without the loader.
+		var err error
+		if tpl, err = jinja.Parse(n.Value); err != nil {
+			return nil, nodeErr(r.file, n, "%v", err)
+		}
 	}
 	if r.quote {
 		// Shell text: each substitution is one quoted word.
