@@ -3,7 +3,6 @@ package playbook
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
@@ -81,19 +80,8 @@ func (l *loader) args(t *Task, modKey, val *yaml.Node) (*yaml.Node, error) {
 }
 
 func (l *loader) validateStatic(t *Task, m module.Module, args *yaml.Node) error {
-	a := m.NewArgs()
-	if args != nil {
-		if err := decodeArgs(l.file, args, a); err != nil {
-			return prefixErr(err, fmt.Sprintf("%s: %s: ", taskLabel(t), t.Module))
-		}
-	}
-	if b, ok := a.(interface{ SetBaseDir(string) }); ok && t.Pos.File != "" {
-		b.SetBaseDir(filepath.Dir(t.Pos.File))
-	}
-	if err := a.Validate(); err != nil {
-		return &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: %s: %v", taskLabel(t), t.Module, err)}
-	}
-	return nil
+	_, err := t.decode(m, args, nil)
+	return err
 }
 
 func prefixErr(err error, prefix string) error {

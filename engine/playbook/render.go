@@ -80,7 +80,7 @@ func (t *Task) Render(vars map[string]any) (module.Args, error) {
 		iv := MergeVars(vars, map[string]any{"item": it})
 		if t.WhenPerItem() {
 			// Ansible decides a loop's when: per item.
-			ok, err := holdsAll(t.When, iv)
+			ok, _, err := Holds(t.When, iv)
 			if err != nil {
 				return nil, err
 			}
@@ -114,17 +114,20 @@ func (t *Task) WhenPerItem() bool {
 	return false
 }
 
-func holdsAll(conds []*Cond, vars map[string]any) (bool, error) {
+// Holds evaluates conditions (all must be true, as a list of when: is);
+// when one is false or cannot be evaluated it is returned with the
+// answer, the error at its place.
+func Holds(conds []*Cond, vars map[string]any) (bool, *Cond, error) {
 	for _, c := range conds {
 		ok, err := c.Expr.Truth(vars)
 		if err != nil {
-			return false, &Error{Pos: c.Pos, Msg: fmt.Sprintf("the condition %q could not be evaluated: %v", c.Src, err)}
+			return false, c, &Error{Pos: c.Pos, Msg: fmt.Sprintf("the condition %q could not be evaluated: %v", c.Src, err)}
 		}
 		if !ok {
-			return false, nil
+			return false, c, nil
 		}
 	}
-	return true, nil
+	return true, nil, nil
 }
 
 // items evaluates the task's loop on a host.
@@ -166,13 +169,23 @@ func (t *Task) render(vars map[string]any) (module.Args, error) {
 	if !ok {
 		return nil, &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: unknown module %q", taskLabel(t), t.Module)}
 	}
-	args := m.NewArgs()
+	var n *yaml.Node
 	if t.Args != nil {
 		r := &renderer{file: t.Pos.File, vars: vars, templates: t.templates, shellKeys: shellArgs(m), top: yamlx.Deref(t.Args)}
-		n, err := r.subst(t.Args, 0)
-		if err != nil {
+		var err error
+		if n, err = r.subst(t.Args, 0); err != nil {
 			return nil, err
 		}
+	}
+	return t.decode(m, n, vars)
+}
+
+// decode decodes arguments (nil: none given) over m's defaults and
+// validates them: at load for arguments without a template (vars nil),
+// and for every host at render.
+func (t *Task) decode(m module.Module, n *yaml.Node, vars map[string]any) (module.Args, error) {
+	args := m.NewArgs()
+	if n != nil {
 		if err := decodeArgs(t.Pos.File, n, args); err != nil {
 			return nil, prefixErr(err, fmt.Sprintf("%s: %s: ", taskLabel(t), t.Module))
 		}
@@ -183,7 +196,7 @@ func (t *Task) render(vars map[string]any) (module.Args, error) {
 		b.SetBaseDir(filepath.Dir(t.Pos.File))
 	}
 	// A module that renders files of its own (template) gets the host's
-	// variables.
+	// variables; none at load.
 	if v, ok := args.(interface{ SetVars(map[string]any) }); ok {
 		v.SetVars(vars)
 	}

@@ -74,20 +74,6 @@ func whenOf(t *playbook.Task) []*playbook.Cond {
 	return t.When
 }
 
-// holds evaluates conditions (all must be true), naming the failing one.
-func holds(conds []*playbook.Cond, vars map[string]any) (bool, *playbook.Cond, error) {
-	for _, c := range conds {
-		ok, err := c.Expr.Truth(vars)
-		if err != nil {
-			return false, c, fmt.Errorf("%s: the condition %q could not be evaluated: %w", c.Pos, c.Src, err)
-		}
-		if !ok {
-			return false, c, nil
-		}
-	}
-	return true, nil, nil
-}
-
 // falseCondition is the skip message, in Ansible's words.
 func falseCondition(c *playbook.Cond) string {
 	return fmt.Sprintf("Conditional result was False (when: %s)", c.Src)
@@ -153,7 +139,7 @@ func (r *runner) decide(s *hostState, p *playbook.Play, t *playbook.Task, regist
 		return "", r.args[t][s.host.Name], nil
 	}
 	vars := taskVars(s.host, p, t, registered, r.o)
-	ok, c, err := holds(whenOf(t), vars)
+	ok, c, err := playbook.Holds(whenOf(t), vars)
 	if err != nil {
 		if r.o.Check && readsSkipped(t, registered) {
 			return fmt.Sprintf("check mode: when: %q reads the result of a command check mode did not run", c.Src), nil, nil
@@ -268,7 +254,7 @@ func (r *runner) judge(s *hostState, p *playbook.Play, t *playbook.Task, tr *rep
 		}
 		vars := taskVars(s.host, p, t, reg, r.o)
 		if len(t.FailedWhen) > 0 && !(r.o.Check && tr.Plan != nil && tr.Result == nil && isCommandPlan(tr)) {
-			failed, _, err := holds(t.FailedWhen, vars)
+			failed, _, err := playbook.Holds(t.FailedWhen, vars)
 			switch {
 			case err != nil:
 				tr.Status, tr.Msg = report.Failed, err.Error()
@@ -282,7 +268,7 @@ func (r *runner) judge(s *hostState, p *playbook.Play, t *playbook.Task, tr *rep
 			}
 		}
 		if len(t.ChangedWhen) > 0 && tr.Status != report.Failed {
-			changed, _, err := holds(t.ChangedWhen, vars)
+			changed, _, err := playbook.Holds(t.ChangedWhen, vars)
 			switch {
 			case err != nil:
 				tr.Status, tr.Msg = report.Failed, err.Error()

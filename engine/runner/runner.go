@@ -237,7 +237,7 @@ func preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 					continue
 				}
 				vars := taskVars(h, p, t, nil, o)
-				ok, c, err := holds(whenOf(t), vars)
+				ok, c, err := playbook.Holds(whenOf(t), vars)
 				if err != nil {
 					errs = multierror.Append(errs, fmt.Errorf("host %s: %w", h.Name, err))
 					continue
