@@ -267,14 +267,13 @@ func (r *renderer) scalar(n *yaml.Node) (*yaml.Node, error) {
 	return r.valueNode(n, v)
 }
 
-var undefinedRe = regexp.MustCompile(`^undefined variable "([^".]+)"$`)
-
 // renderErr places a template's error at its node and suggests the
 // nearest variable for an undefined one.
 func (r *renderer) renderErr(n *yaml.Node, err error) error {
 	msg := err.Error()
-	if m := undefinedRe.FindStringSubmatch(msg); m != nil {
-		msg += quotedSuggestion(m[1], keysOf(r.vars))
+	var je *jinja.Error
+	if errors.As(err, &je) && je.Undefined != "" {
+		msg += quotedSuggestion(je.Undefined, keysOf(r.vars))
 	}
 	return nodeErr(r.file, n, "%s", msg)
 }
