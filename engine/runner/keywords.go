@@ -79,12 +79,9 @@ func falseCondition(c *playbook.Cond) string {
 	return fmt.Sprintf("Conditional result was False (when: %s)", c.Src)
 }
 
-// vars are the variables of t on host s now: the host's, the play's, the
-// task's, what earlier tasks registered, and -e above all.
-func (r *runner) vars(s *hostState, p *playbook.Play, t *playbook.Task) map[string]any {
-	return taskVars(s.host, p, t, s.registered, r.o)
-}
-
+// taskVars are the variables of t on host h: Ansible's groups and
+// hostvars, the host's own, the play's, the task's, what earlier tasks
+// registered, and -e above all.
 func taskVars(h *inventory.Host, p *playbook.Play, t *playbook.Task, registered map[string]any, o Options) map[string]any {
 	base := map[string]any{"inventory_hostname": h.Name, "inventory_hostname_short": strings.SplitN(h.Name, ".", 2)[0], "group_names": h.Groups}
 	var tv map[string]any
@@ -126,6 +123,18 @@ func (r *runner) argsOf(t *playbook.Task, s *hostState) module.Args {
 		return a
 	}
 	return r.args[t][s.host.Name]
+}
+
+// keepLate records, for a task Preflight left for later on the host, the
+// arguments it was rendered with there (argsOf reads them).
+func (r *runner) keepLate(s *hostState, t *playbook.Task, a module.Args) {
+	if !r.gates.isLater(t, s.host.Name) {
+		return
+	}
+	if s.late == nil {
+		s.late = map[*playbook.Task]module.Args{}
+	}
+	s.late[t] = a
 }
 
 // decide evaluates, on a host that reached the task, what Preflight left

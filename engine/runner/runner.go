@@ -737,12 +737,7 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 			tr.Status, tr.Msg = report.Skipped, why
 			r.register(s, t, tr)
 		default:
-			if r.gates.isLater(t, s.host.Name) {
-				if s.late == nil {
-					s.late = map[*playbook.Task]module.Args{}
-				}
-				s.late[t] = a
-			}
+			r.keepLate(s, t, a)
 			tr.Args = a
 			tr = r.bounded(ctx, s, tr, r.timeoutOf(t), func(ctx context.Context) {
 				r.execute(ctx, tr, s, t, a, become)
