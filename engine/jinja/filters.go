@@ -51,16 +51,12 @@ var ansibleFilters = map[string]exec.FilterFunction{
 
 // allFilterNames is every name Filters may list.
 func allFilterNames() []string {
-	seen := map[string]bool{}
 	var out []string
-	for _, set := range []map[string]exec.FilterFunction{ansibleFilters} {
-		for n := range set {
-			seen[n] = true
-			out = append(out, n)
-		}
+	for n := range ansibleFilters {
+		out = append(out, n)
 	}
 	for _, n := range builtinFilterNames {
-		if !seen[n] {
+		if _, ours := ansibleFilters[n]; !ours {
 			out = append(out, n)
 		}
 	}
@@ -129,16 +125,18 @@ func filterBool(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value 
 	return exec.AsValue(false)
 }
 
-// pyRegexp compiles a Python regular expression: named groups (?P<n>)
-// are Go's too; \1 in a replacement is ${1}.
-func pyRegexp(s string, ignoreCase, multiline bool) (*regexp.Regexp, error) {
+// pyRegexp compiles a Python regular expression with the ignorecase and
+// multiline keyword arguments of Ansible's regex filters and tests: named
+// groups (?P<n>) are Go's too; \1 in a replacement is ${1}.
+func pyRegexp(pat *exec.Value, params *exec.VarArgs) (*regexp.Regexp, error) {
 	flags := ""
-	if ignoreCase {
+	if ic := arg(params, 99, "ignorecase"); ic != nil && ic.IsTrue() {
 		flags += "i"
 	}
-	if multiline {
+	if ml := arg(params, 99, "multiline"); ml != nil && ml.IsTrue() {
 		flags += "m"
 	}
+	s := pat.String()
 	if flags != "" {
 		s = "(?" + flags + ")" + s
 	}
@@ -155,9 +153,7 @@ func filterRegexReplace(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs)
 	if pat == nil {
 		return errValue("regex_replace needs a pattern")
 	}
-	ic := arg(params, 99, "ignorecase")
-	ml := arg(params, 99, "multiline")
-	re, err := pyRegexp(pat.String(), ic != nil && ic.IsTrue(), ml != nil && ml.IsTrue())
+	re, err := pyRegexp(pat, params)
 	if err != nil {
 		return errValue("regex_replace: %v", err)
 	}
@@ -184,9 +180,7 @@ func filterRegexSearch(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) 
 	if pat == nil {
 		return errValue("regex_search needs a pattern")
 	}
-	ic := arg(params, 99, "ignorecase")
-	ml := arg(params, 99, "multiline")
-	re, err := pyRegexp(pat.String(), ic != nil && ic.IsTrue(), ml != nil && ml.IsTrue())
+	re, err := pyRegexp(pat, params)
 	if err != nil {
 		return errValue("regex_search: %v", err)
 	}
@@ -278,6 +272,10 @@ func filterB64Decode(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.V
 	return exec.AsValue(string(b))
 }
 
+// shellQuote is Python's shlex.quote, which Ansible's quote filter is:
+// '=' is safe and ' becomes '"'"'. transport.ShellQuote, which the shell
+// module's cmd uses, also quotes '=' (a leading NAME=x is an assignment),
+// so the filter keeps its own to print what Ansible prints.
 func shellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./-_", r))
@@ -510,9 +508,7 @@ func regexTest(f func(*regexp.Regexp, string) bool) exec.TestFunction {
 		if pat == nil {
 			return false, fmt.Errorf("the test needs a pattern")
 		}
-		ic := arg(params, 99, "ignorecase")
-		ml := arg(params, 99, "multiline")
-		re, err := pyRegexp(pat.String(), ic != nil && ic.IsTrue(), ml != nil && ml.IsTrue())
+		re, err := pyRegexp(pat, params)
 		if err != nil {
 			return false, err
 		}

@@ -33,6 +33,8 @@ import (
 	"github.com/nikolalohinski/gonja/v2/nodes"
 	"github.com/nikolalohinski/gonja/v2/parser"
 	"github.com/nikolalohinski/gonja/v2/tokens"
+
+	"nodeconverge/engine/yamlx"
 )
 
 // Error is a problem in a template or expression, at a line and column of
@@ -40,6 +42,9 @@ import (
 type Error struct {
 	Line, Col int
 	Msg       string
+	// Undefined is the variable a render read and nothing defines, when
+	// that is the problem, so a caller can suggest a defined one.
+	Undefined string
 }
 
 // Error formats the problem, with its place when the source has several
@@ -59,28 +64,14 @@ var (
 // environment is gonja's built-ins plus the Ansible filters and tests.
 func environment() *exec.Environment {
 	envOnce.Do(func() {
-		filters := exec.NewFilterSet(map[string]exec.FilterFunction{})
-		filters.Update(builtins.Filters)
-		for name, f := range ansibleFilters {
-			if filters.Exists(name) {
-				_ = filters.Replace(name, f)
-			} else {
-				_ = filters.Register(name, f)
-			}
-		}
-		tests := exec.NewTestSet(map[string]exec.TestFunction{})
-		tests.Update(builtins.Tests)
-		for name, f := range ansibleTests {
-			if tests.Exists(name) {
-				_ = tests.Replace(name, f)
-			} else {
-				_ = tests.Register(name, f)
-			}
-		}
+		// Update adds a set's entries over the others: an Ansible filter
+		// or test of the same name as a built-in replaces it.
 		env = &exec.Environment{
-			Context:           exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables),
-			Filters:           filters,
-			Tests:             tests,
+			Context: exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables),
+			Filters: exec.NewFilterSet(map[string]exec.FilterFunction{}).
+				Update(builtins.Filters).Update(exec.NewFilterSet(ansibleFilters)),
+			Tests: exec.NewTestSet(map[string]exec.TestFunction{}).
+				Update(builtins.Tests).Update(exec.NewTestSet(ansibleTests)),
 			ControlStructures: builtins.ControlStructures,
 			Methods:           builtins.Methods,
 		}
@@ -200,7 +191,7 @@ func (t *Template) check() error {
 		case *nodes.FilterCall:
 			if !environment().Filters.Exists(x.Name) {
 				problems = append(problems, &Error{Line: x.Token.Line, Col: x.Token.Col,
-					Msg: fmt.Sprintf("unknown filter %q%s", x.Name, suggest(x.Name, Filters()))})
+					Msg: fmt.Sprintf("unknown filter %q%s", x.Name, yamlx.DidYouMean(x.Name, Filters()))})
 			}
 		case *nodes.TestCall:
 			if !environment().Tests.Exists(x.Name) {
@@ -387,8 +378,9 @@ var noiseRe = regexp.MustCompile(`(?i)(unable to execute template: |Unable to re
 func renderErr(err error) error {
 	msg := noiseRe.ReplaceAllString(err.Error(), "")
 	if m := undefinedRe.FindStringSubmatch(msg); m != nil {
-		msg = fmt.Sprintf("undefined variable %q", m[1])
-	} else if m := attrRe.FindStringSubmatch(msg); m != nil {
+		return &Error{Msg: fmt.Sprintf("undefined variable %q", m[1]), Undefined: m[1]}
+	}
+	if m := attrRe.FindStringSubmatch(msg); m != nil {
 		parent := strings.TrimSuffix(m[1], "."+m[2])
 		msg = fmt.Sprintf("undefined variable %q: %s has no key %q", m[1], parent, m[2])
 	}
@@ -514,37 +506,3 @@ func (noLoader) Resolve(path string) (string, error) {
 
 // Inherit is another refusing loader.
 func (noLoader) Inherit(string) (loaders.Loader, error) { return noLoader{}, nil }
-
-// suggest is " (did you mean X?)" for the closest name, or "".
-func suggest(word string, names []string) string {
-	best, bestD := "", 3
-	for _, n := range names {
-		if d := distance(word, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %s?)", best)
-}
-
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
-}

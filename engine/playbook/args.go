@@ -3,7 +3,6 @@ package playbook
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
@@ -81,19 +80,8 @@ func (l *loader) args(t *Task, modKey, val *yaml.Node) (*yaml.Node, error) {
 }
 
 func (l *loader) validateStatic(t *Task, m module.Module, args *yaml.Node) error {
-	a := m.NewArgs()
-	if args != nil {
-		if err := decodeArgs(l.file, args, a); err != nil {
-			return prefixErr(err, fmt.Sprintf("%s: %s: ", taskLabel(t), t.Module))
-		}
-	}
-	if b, ok := a.(interface{ SetBaseDir(string) }); ok && t.Pos.File != "" {
-		b.SetBaseDir(filepath.Dir(t.Pos.File))
-	}
-	if err := a.Validate(); err != nil {
-		return &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: %s: %v", taskLabel(t), t.Module, err)}
-	}
-	return nil
+	_, err := t.decode(m, args, nil)
+	return err
 }
 
 func prefixErr(err error, prefix string) error {
@@ -259,12 +247,11 @@ func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int, shell bool) {
 		if !jinja.Has(n.Value) {
 			return
 		}
-		tpl, err := parseTemplate(n.Value)
+		tpl, err := l.template(t, n.Value)
 		if err != nil {
 			l.add(nodeErr(l.file, n, "%s: %s: %v", taskLabel(t), t.Module, err))
 			return
 		}
-		t.argNames = append(t.argNames, tpl.Names()...)
 		if shell {
 			if err := tpl.Plain(); err != nil {
 				l.add(nodeErr(l.file, n, "%s: %s: %v", taskLabel(t), t.Module, err))
@@ -272,21 +259,41 @@ func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int, shell bool) {
 		}
 		return
 	}
-	var shellKeys map[string]bool
-	if depth == 0 && n.Kind == yaml.MappingNode {
+	var keys map[string]bool
+	if depth == 0 {
 		if m, ok := module.Lookup(t.Module); ok {
-			if st, ok := m.(module.ShellTemplated); ok {
-				shellKeys = map[string]bool{}
-				for _, k := range st.ShellTemplatedArgs() {
-					shellKeys[k] = true
-				}
-			}
+			keys = shellArgs(m)
 		}
 	}
 	for i, c := range n.Content {
-		sh := shell || (i%2 == 1 && shellKeys[yamlx.Deref(n.Content[i-1]).Value])
-		l.checkTemplates(t, c, depth+1, sh)
+		l.checkTemplates(t, c, depth+1, shell || isShellArg(keys, n, i))
 	}
+}
+
+// shellArgs are the top-level arguments of m whose substitutions are
+// shell-quoted (module.ShellTemplated); nil for any other module.
+func shellArgs(m module.Module) map[string]bool {
+	st, ok := m.(module.ShellTemplated)
+	if !ok {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, k := range st.ShellTemplatedArgs() {
+		out[k] = true
+	}
+	return out
+}
+
+// isShellArg says whether args.Content[i], args being a task's argument
+// mapping with aliases followed, is the value of one of the keys (from
+// shellArgs). The load-time check and Render both ask it, so what is
+// checked as shell text is what renders quoted, an aliased key included.
+func isShellArg(keys map[string]bool, args *yaml.Node, i int) bool {
+	if keys == nil || args.Kind != yaml.MappingNode || i%2 == 0 {
+		return false
+	}
+	k := yamlx.Deref(args.Content[i-1])
+	return k != nil && keys[k.Value]
 }
 
 func withinSize(n *yaml.Node, count *int, depth int) bool {

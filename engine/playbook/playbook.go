@@ -76,8 +76,12 @@ type Task struct {
 	// list, or a template that gives one; the task runs its module once
 	// per item, with the item as `item`.
 	Loop *yaml.Node
-	// argNames are the variables the arguments' templates read.
-	argNames []string
+	// argNames are the variables the arguments' and loop's templates
+	// read; templates are those templates, parsed at load, by source.
+	// Both are filled by the loader and only read afterwards, so hosts
+	// render the task concurrently.
+	argNames  []string
+	templates map[string]*jinja.Template
 	// flatten says with_items: nested lists are flattened one level.
 	flatten bool
 }
@@ -719,12 +723,10 @@ func (l *loader) loop(t *Task, n *yaml.Node) error {
 			return
 		}
 		if x.Kind == yaml.ScalarNode && jinja.Has(x.Value) {
-			tpl, err := parseTemplate(x.Value)
-			if err != nil {
+			if _, err := l.template(t, x.Value); err != nil {
 				problems = append(problems, nodeErr(l.file, x, "loop: %v", err))
 				return
 			}
-			t.argNames = append(t.argNames, tpl.Names()...)
 		}
 		for _, c := range x.Content {
 			walk(c, depth+1)

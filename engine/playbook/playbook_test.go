@@ -74,10 +74,27 @@ func (fake) Apply(context.Context, transport.Writer, *module.Plan) (*module.Resu
 	return &module.Result{}, nil
 }
 
+// shellFake is a stand-in for the shell module: its cmd renders each
+// substitution shell-quoted (module.ShellTemplated).
+type shellFake struct{ fake }
+
+func (shellFake) ShellTemplatedArgs() []string { return []string{"cmd"} }
+
 func init() {
 	module.Register("copy_t", fake{func() module.Args { return &copyArgs{Mode: "0644", Backup: true} }})
 	module.Register("command_t", fake{func() module.Args { return &commandArgs{} }})
 	module.Register("noop_t", fake{func() module.Args { return noopArgs{} }})
+	module.Register("shell_t", shellFake{fake{func() module.Args { return &commandArgs{} }}})
+}
+
+// loadText writes a playbook to a fresh play.yaml and loads it.
+func loadText(t *testing.T, body string) ([]*Play, error) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "play.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Load(p)
 }
 
 func loadGood(t *testing.T) []*Play {
@@ -439,12 +456,7 @@ func FuzzLoad(f *testing.F) {
 // else is refused at its position.
 func TestTaskTimeout(t *testing.T) {
 	load := func(v string) ([]*Play, error) {
-		p := filepath.Join(t.TempDir(), "play.yaml")
-		body := "- hosts: all\n  tasks:\n    - name: x\n      timeout: " + v + "\n      noop_t: {}\n"
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return Load(p)
+		return loadText(t, "- hosts: all\n  tasks:\n    - name: x\n      timeout: "+v+"\n      noop_t: {}\n")
 	}
 	plays, err := load("30")
 	if err != nil {
@@ -465,13 +477,8 @@ func TestTaskTimeout(t *testing.T) {
 // template included, is refused at its position.
 func TestNoLog(t *testing.T) {
 	load := func(play, task string) ([]*Play, error) {
-		p := filepath.Join(t.TempDir(), "play.yaml")
-		body := "- hosts: all\n" + play + "  tasks:\n    - name: x\n" + task + "      noop_t: {}\n    - name: y\n      noop_t: {}\n" +
-			"  handlers:\n    - name: h\n      noop_t: {}\n"
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return Load(p)
+		return loadText(t, "- hosts: all\n"+play+"  tasks:\n    - name: x\n"+task+"      noop_t: {}\n    - name: y\n      noop_t: {}\n"+
+			"  handlers:\n    - name: h\n      noop_t: {}\n")
 	}
 	plays, err := load("", "      no_log: true\n")
 	if err != nil {
@@ -574,14 +581,7 @@ func TestSelectTags(t *testing.T) {
 // parse (a list is and, a bare boolean is one), become folds into the
 // play, and bad ones are refused at their place.
 func TestTaskKeywordsLoad(t *testing.T) {
-	load := func(body string) ([]*Play, error) {
-		p := filepath.Join(t.TempDir(), "play.yaml")
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return Load(p)
-	}
-	plays, err := load(`- hosts: all
+	plays, err := loadText(t, `- hosts: all
   tasks:
     - name: c
       command_t: ls /x
@@ -615,7 +615,7 @@ func TestTaskKeywordsLoad(t *testing.T) {
 	if b := plays[0].Become; b == nil || !*b {
 		t.Error("a task's become: true did not make its play become")
 	}
-	_, err = load(`- hosts: all
+	_, err = loadText(t, `- hosts: all
   tasks:
     - name: a
       noop_t:
@@ -633,7 +633,7 @@ func TestTaskKeywordsLoad(t *testing.T) {
 			t.Errorf("want %q in:\n%v", want, err)
 		}
 	}
-	_, err = load("- hosts: all\n  tasks:\n    - name: a\n      noop_t:\n      become: true\n    - name: b\n      noop_t:\n      become: false\n")
+	_, err = loadText(t, "- hosts: all\n  tasks:\n    - name: a\n      noop_t:\n      become: true\n    - name: b\n      noop_t:\n      become: false\n")
 	if err == nil || !strings.Contains(err.Error(), `:3:7: task "a" says become: true and task "b" says become: false`) {
 		t.Errorf("become conflict: %v", err)
 	}
@@ -645,12 +645,7 @@ func TestTaskKeywordsLoad(t *testing.T) {
 // expression naming a variable.
 func TestYAML11BoolConditions(t *testing.T) {
 	load := func(v string) ([]*Play, error) {
-		p := filepath.Join(t.TempDir(), "play.yaml")
-		body := "- hosts: all\n  tasks:\n    - name: x\n      changed_when: " + v + "\n      noop_t: {}\n"
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return Load(p)
+		return loadText(t, "- hosts: all\n  tasks:\n    - name: x\n      changed_when: "+v+"\n      noop_t: {}\n")
 	}
 	for v, want := range map[string]bool{"no": false, "No": false, "NO": false, "off": false, "false": false,
 		"yes": true, "Yes": true, "on": true, "ON": true, "true": true, "True": true} {
@@ -669,6 +664,31 @@ func TestYAML11BoolConditions(t *testing.T) {
 		}
 		if _, err := plays[0].Tasks[0].ChangedWhen[0].Expr.Truth(nil); err == nil {
 			t.Errorf("changed_when: %s was read as a boolean; want an expression naming a variable", v)
+		}
+	}
+}
+
+// TestShellArgQuoted: a shell argument's substitutions render quoted
+// however the task writes it, an aliased key or an aliased argument
+// mapping included, so a value never becomes shell syntax.
+func TestShellArgQuoted(t *testing.T) {
+	for name, task := range map[string]string{
+		"plain":          "      shell_t:\n        cmd: \"echo {{ v }}\"\n",
+		"aliased key":    "      shell_t:\n        *k : \"echo {{ v }}\"\n",
+		"aliased args":   "      shell_t: *a\n",
+		"free-form text": "      shell_t: \"echo {{ v }}\"\n",
+	} {
+		body := "- hosts: all\n  vars:\n    k: &k cmd\n    a: &a {cmd: \"echo {{ v }}\"}\n  tasks:\n    - name: x\n" + task
+		plays, err := load("play.yaml", []byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		a, err := plays[0].Tasks[0].Render(map[string]any{"v": "$(id)"})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := a.(*commandArgs).Cmd; got != "echo '$(id)'" {
+			t.Errorf("%s: cmd = %q, want the value quoted", name, got)
 		}
 	}
 }

@@ -19,10 +19,21 @@ import (
 
 var varNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// parseTemplate parses s as a Jinja2 template (engine/jinja): syntax,
-// filters and tests are checked here, variables when it renders.
-func parseTemplate(s string) (*jinja.Template, error) {
-	return jinja.Parse(s)
+// template parses a template of t's arguments or loop as Jinja2
+// (engine/jinja: syntax, filters and tests; variables are checked when it
+// renders), records the variables it reads and keeps it for Render, which
+// renders it on every host without parsing it again.
+func (l *loader) template(t *Task, s string) (*jinja.Template, error) {
+	tpl, err := jinja.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if t.templates == nil {
+		t.templates = map[string]*jinja.Template{}
+	}
+	t.templates[s] = tpl
+	t.argNames = append(t.argNames, tpl.Names()...)
+	return tpl, nil
 }
 
 // maxNodes bounds the rendered argument tree, which aliases to large
@@ -33,9 +44,13 @@ type renderer struct {
 	file  string
 	vars  map[string]any
 	nodes int
+	// templates are the task's templates parsed at load (Task.templates).
+	templates map[string]*jinja.Template
 	// shellKeys are the top-level argument names whose substitutions are
-	// shell-quoted (module.ShellTemplated); quote is set while rendering one.
+	// shell-quoted (shellArgs), top the argument mapping they are keys of
+	// (aliases followed); quote is set while rendering one.
 	shellKeys map[string]bool
+	top       *yaml.Node
 	quote     bool
 }
 
@@ -65,7 +80,7 @@ func (t *Task) Render(vars map[string]any) (module.Args, error) {
 		iv := MergeVars(vars, map[string]any{"item": it})
 		if t.WhenPerItem() {
 			// Ansible decides a loop's when: per item.
-			ok, err := holdsAll(t.When, iv)
+			ok, _, err := Holds(t.When, iv)
 			if err != nil {
 				return nil, err
 			}
@@ -99,22 +114,25 @@ func (t *Task) WhenPerItem() bool {
 	return false
 }
 
-func holdsAll(conds []*Cond, vars map[string]any) (bool, error) {
+// Holds evaluates conditions (all must be true, as a list of when: is);
+// when one is false or cannot be evaluated it is returned with the
+// answer, the error at its place.
+func Holds(conds []*Cond, vars map[string]any) (bool, *Cond, error) {
 	for _, c := range conds {
 		ok, err := c.Expr.Truth(vars)
 		if err != nil {
-			return false, &Error{Pos: c.Pos, Msg: fmt.Sprintf("the condition %q could not be evaluated: %v", c.Src, err)}
+			return false, c, &Error{Pos: c.Pos, Msg: fmt.Sprintf("the condition %q could not be evaluated: %v", c.Src, err)}
 		}
 		if !ok {
-			return false, nil
+			return false, c, nil
 		}
 	}
-	return true, nil
+	return true, nil, nil
 }
 
 // items evaluates the task's loop on a host.
 func (t *Task) items(vars map[string]any) ([]any, error) {
-	r := &renderer{file: t.Pos.File, vars: vars}
+	r := &renderer{file: t.Pos.File, vars: vars, templates: t.templates}
 	n, err := r.subst(t.Loop, 0)
 	if err != nil {
 		return nil, err
@@ -151,19 +169,23 @@ func (t *Task) render(vars map[string]any) (module.Args, error) {
 	if !ok {
 		return nil, &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: unknown module %q", taskLabel(t), t.Module)}
 	}
-	args := m.NewArgs()
+	var n *yaml.Node
 	if t.Args != nil {
-		r := &renderer{file: t.Pos.File, vars: vars}
-		if st, ok := m.(module.ShellTemplated); ok {
-			r.shellKeys = map[string]bool{}
-			for _, k := range st.ShellTemplatedArgs() {
-				r.shellKeys[k] = true
-			}
-		}
-		n, err := r.subst(t.Args, 0)
-		if err != nil {
+		r := &renderer{file: t.Pos.File, vars: vars, templates: t.templates, shellKeys: shellArgs(m), top: yamlx.Deref(t.Args)}
+		var err error
+		if n, err = r.subst(t.Args, 0); err != nil {
 			return nil, err
 		}
+	}
+	return t.decode(m, n, vars)
+}
+
+// decode decodes arguments (nil: none given) over m's defaults and
+// validates them: at load for arguments without a template (vars nil),
+// and for every host at render.
+func (t *Task) decode(m module.Module, n *yaml.Node, vars map[string]any) (module.Args, error) {
+	args := m.NewArgs()
+	if n != nil {
 		if err := decodeArgs(t.Pos.File, n, args); err != nil {
 			return nil, prefixErr(err, fmt.Sprintf("%s: %s: ", taskLabel(t), t.Module))
 		}
@@ -174,7 +196,7 @@ func (t *Task) render(vars map[string]any) (module.Args, error) {
 		b.SetBaseDir(filepath.Dir(t.Pos.File))
 	}
 	// A module that renders files of its own (template) gets the host's
-	// variables.
+	// variables; none at load.
 	if v, ok := args.(interface{ SetVars(map[string]any) }); ok {
 		v.SetVars(vars)
 	}
@@ -207,7 +229,7 @@ func (r *renderer) subst(n *yaml.Node, depth int) (*yaml.Node, error) {
 	c.Content = make([]*yaml.Node, len(n.Content))
 	for i, ch := range n.Content {
 		// The value of a top-level shell argument renders with quoting.
-		q := depth == 0 && n.Kind == yaml.MappingNode && i%2 == 1 && r.shellKeys[n.Content[i-1].Value]
+		q := n == r.top && isShellArg(r.shellKeys, n, i)
 		r.quote = r.quote || q
 		s, err := r.subst(ch, depth+1)
 		if q {
@@ -222,9 +244,13 @@ func (r *renderer) subst(n *yaml.Node, depth int) (*yaml.Node, error) {
 }
 
 func (r *renderer) scalar(n *yaml.Node) (*yaml.Node, error) {
-	tpl, err := parseTemplate(n.Value)
-	if err != nil {
-		return nil, nodeErr(r.file, n, "%v", err)
+	tpl, ok := r.templates[n.Value]
+	if !ok {
+		// Not seen at load: a task built without the loader.
+		var err error
+		if tpl, err = jinja.Parse(n.Value); err != nil {
+			return nil, nodeErr(r.file, n, "%v", err)
+		}
 	}
 	if r.quote {
 		// Shell text: each substitution is one quoted word.
@@ -241,14 +267,13 @@ func (r *renderer) scalar(n *yaml.Node) (*yaml.Node, error) {
 	return r.valueNode(n, v)
 }
 
-var undefinedRe = regexp.MustCompile(`^undefined variable "([^".]+)"$`)
-
 // renderErr places a template's error at its node and suggests the
 // nearest variable for an undefined one.
 func (r *renderer) renderErr(n *yaml.Node, err error) error {
 	msg := err.Error()
-	if m := undefinedRe.FindStringSubmatch(msg); m != nil {
-		msg += quotedSuggestion(m[1], keysOf(r.vars))
+	var je *jinja.Error
+	if errors.As(err, &je) && je.Undefined != "" {
+		msg += quotedSuggestion(je.Undefined, keysOf(r.vars))
 	}
 	return nodeErr(r.file, n, "%s", msg)
 }

@@ -1,5 +1,7 @@
 package playbook
 
+import "slices"
+
 // SelectTags keeps the tasks --tags and --skip-tags select, with
 // Ansible's rules: no --tags (or "all") selects every task but those
 // tagged never; a task tagged always runs unless always is skipped;
@@ -47,14 +49,5 @@ func selected(tags, only, skip []string) bool {
 	if len(only) == 0 {
 		return !has["never"]
 	}
-	return match(only) || (has["always"] && !contains(skip, "always"))
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return match(only) || (has["always"] && !slices.Contains(skip, "always"))
 }

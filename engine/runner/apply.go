@@ -66,27 +66,22 @@ func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, f
 		}
 		why, args, err := r.decide(s, p, t, predicted)
 		switch {
-		case err != nil && readsRegistered(t, registeredNames(p)):
-			// It reads a result only running an earlier command gives:
+		case err != nil:
+			// decide evaluates only a task that reads a registered
+			// result, and the predicted results did not do: it reads
+			// what only running an earlier command gives. It is
 			// planned when the host reaches it.
 			if t.Register != "" {
 				delete(predicted, t.Register)
 			}
 			continue
-		case err != nil:
-			return &planFailure{t, err}
 		case why != "":
 			if t.Register != "" {
 				predicted[t.Register] = map[string]any{"changed": false, "failed": false, "skipped": true}
 			}
 			continue
 		}
-		if r.gates.isLater(t, s.host.Name) {
-			if s.late == nil {
-				s.late = map[*playbook.Task]module.Args{}
-			}
-			s.late[t] = args
-		}
+		r.keepLate(s, t, args)
 		at(ctx, s, fmt.Sprintf("plan the play: check task %q", t.Name))
 		pl, err := m.Check(ctx, ov, args)
 		if err != nil {

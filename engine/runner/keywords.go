@@ -74,31 +74,14 @@ func whenOf(t *playbook.Task) []*playbook.Cond {
 	return t.When
 }
 
-// holds evaluates conditions (all must be true), naming the failing one.
-func holds(conds []*playbook.Cond, vars map[string]any) (bool, *playbook.Cond, error) {
-	for _, c := range conds {
-		ok, err := c.Expr.Truth(vars)
-		if err != nil {
-			return false, c, fmt.Errorf("%s: the condition %q could not be evaluated: %w", c.Pos, c.Src, err)
-		}
-		if !ok {
-			return false, c, nil
-		}
-	}
-	return true, nil, nil
-}
-
 // falseCondition is the skip message, in Ansible's words.
 func falseCondition(c *playbook.Cond) string {
 	return fmt.Sprintf("Conditional result was False (when: %s)", c.Src)
 }
 
-// vars are the variables of t on host s now: the host's, the play's, the
-// task's, what earlier tasks registered, and -e above all.
-func (r *runner) vars(s *hostState, p *playbook.Play, t *playbook.Task) map[string]any {
-	return taskVars(s.host, p, t, s.registered, r.o)
-}
-
+// taskVars are the variables of t on host h: Ansible's groups and
+// hostvars, the host's own, the play's, the task's, what earlier tasks
+// registered, and -e above all.
 func taskVars(h *inventory.Host, p *playbook.Play, t *playbook.Task, registered map[string]any, o Options) map[string]any {
 	base := map[string]any{"inventory_hostname": h.Name, "inventory_hostname_short": strings.SplitN(h.Name, ".", 2)[0], "group_names": h.Groups}
 	var tv map[string]any
@@ -142,6 +125,18 @@ func (r *runner) argsOf(t *playbook.Task, s *hostState) module.Args {
 	return r.args[t][s.host.Name]
 }
 
+// keepLate records, for a task Preflight left for later on the host, the
+// arguments it was rendered with there (argsOf reads them).
+func (r *runner) keepLate(s *hostState, t *playbook.Task, a module.Args) {
+	if !r.gates.isLater(t, s.host.Name) {
+		return
+	}
+	if s.late == nil {
+		s.late = map[*playbook.Task]module.Args{}
+	}
+	s.late[t] = a
+}
+
 // decide evaluates, on a host that reached the task, what Preflight left
 // for later: its when: and its arguments. It returns a non-empty skip
 // message when the task does not run there.
@@ -153,7 +148,7 @@ func (r *runner) decide(s *hostState, p *playbook.Play, t *playbook.Task, regist
 		return "", r.args[t][s.host.Name], nil
 	}
 	vars := taskVars(s.host, p, t, registered, r.o)
-	ok, c, err := holds(whenOf(t), vars)
+	ok, c, err := playbook.Holds(whenOf(t), vars)
 	if err != nil {
 		if r.o.Check && readsSkipped(t, registered) {
 			return fmt.Sprintf("check mode: when: %q reads the result of a command check mode did not run", c.Src), nil, nil
@@ -268,7 +263,7 @@ func (r *runner) judge(s *hostState, p *playbook.Play, t *playbook.Task, tr *rep
 		}
 		vars := taskVars(s.host, p, t, reg, r.o)
 		if len(t.FailedWhen) > 0 && !(r.o.Check && tr.Plan != nil && tr.Result == nil && isCommandPlan(tr)) {
-			failed, _, err := holds(t.FailedWhen, vars)
+			failed, _, err := playbook.Holds(t.FailedWhen, vars)
 			switch {
 			case err != nil:
 				tr.Status, tr.Msg = report.Failed, err.Error()
@@ -282,7 +277,7 @@ func (r *runner) judge(s *hostState, p *playbook.Play, t *playbook.Task, tr *rep
 			}
 		}
 		if len(t.ChangedWhen) > 0 && tr.Status != report.Failed {
-			changed, _, err := holds(t.ChangedWhen, vars)
+			changed, _, err := playbook.Holds(t.ChangedWhen, vars)
 			switch {
 			case err != nil:
 				tr.Status, tr.Msg = report.Failed, err.Error()

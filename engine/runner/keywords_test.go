@@ -2,13 +2,12 @@ package runner_test
 
 import (
 	"context"
-
-	"nodeconverge/engine/playbook"
-	"nodeconverge/engine/runner"
 	"strings"
 	"testing"
 
+	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/report"
+	"nodeconverge/engine/runner"
 	_ "nodeconverge/modules/command"
 )
 
@@ -90,8 +89,8 @@ func TestTaskKeywords(t *testing.T) {
 		t.Errorf("exit %d, want 0: an ignored failure is not a failure", run.ExitCode())
 	}
 
-	// A second run changes nothing the files hold; check mode runs no
-	// command and skips what reads its result, saying why.
+	// Check mode runs no command and skips what reads its result,
+	// saying why.
 	check := e.run(e.load(keywordsPlay), e.options(true))
 	cres := results(t, check)
 	if tr := cres["probe h1"]; tr == nil || tr.Status != report.Skipped {

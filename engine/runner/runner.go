@@ -221,7 +221,7 @@ func preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 					continue
 				}
 				vars := taskVars(h, p, t, nil, o)
-				ok, c, err := holds(whenOf(t), vars)
+				ok, c, err := playbook.Holds(whenOf(t), vars)
 				if err != nil {
 					errs = multierror.Append(errs, fmt.Errorf("host %s: %w", h.Name, err))
 					continue
@@ -721,12 +721,7 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 			tr.Status, tr.Msg = report.Skipped, why
 			r.register(s, t, tr)
 		default:
-			if r.gates.isLater(t, s.host.Name) {
-				if s.late == nil {
-					s.late = map[*playbook.Task]module.Args{}
-				}
-				s.late[t] = a
-			}
+			r.keepLate(s, t, a)
 			tr.Args = a
 			tr = r.bounded(ctx, s, tr, r.timeoutOf(t), func(ctx context.Context) {
 				r.execute(ctx, tr, s, t, a, become)
