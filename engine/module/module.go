@@ -131,6 +131,11 @@ type Plan struct {
 	// Data is module-private state Apply needs beyond Files; it must
 	// survive JSON so a saved plan can be applied later.
 	Data json.RawMessage `json:"data,omitempty"`
+	// Items and ItemValues are a loop task's per-item plans and its items.
+	// They live with the plan in memory only: a loop's plan is applied in
+	// the run that made it (--out refuses one).
+	Items      []*Plan `json:"-"`
+	ItemValues []any   `json:"-"`
 }
 
 // Changed reports whether applying the plan would change anything.

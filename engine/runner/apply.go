@@ -247,7 +247,6 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 	}
 	at(ctx, s, "re-check after apply")
 	again, err := m.Check(ctx, transport.ReadOnly(h), st.args)
-	loops.Delete(again)
 	if err != nil {
 		r.checkErr(tr, fmt.Errorf("re-check after apply: %w", err))
 		return

@@ -196,12 +196,11 @@ func resultVar(tr *report.TaskResult) map[string]any {
 	if (tr.Result == nil || tr.Result.ItemValues == nil) && tr.Plan != nil {
 		// A loop that applied nothing (or was only planned): its
 		// items, each changed as planned.
-		if v, ok := loops.Load(tr.Plan); ok {
-			lp := v.(loopPlan)
-			results := make([]any, 0, len(lp.items))
-			for i, it := range lp.items {
-				ch := i < len(lp.subs) && lp.subs[i].Changed() && tr.Status == report.Changed
-				results = append(results, map[string]any{"item": it, "changed": ch, "failed": false, "skipped": i < len(lp.subs) && lp.subs[i].Skip != ""})
+		if lp := tr.Plan; lp.ItemValues != nil {
+			results := make([]any, 0, len(lp.ItemValues))
+			for i, it := range lp.ItemValues {
+				ch := i < len(lp.Items) && lp.Items[i].Changed() && tr.Status == report.Changed
+				results = append(results, map[string]any{"item": it, "changed": ch, "failed": false, "skipped": i < len(lp.Items) && lp.Items[i].Skip != ""})
 			}
 			out["results"] = results
 		}

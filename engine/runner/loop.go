@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/overlay"
@@ -17,18 +16,9 @@ import (
 // task's module so the runner handles it like any task: Check plans every
 // item, each on the files as the earlier items would leave them, and the
 // task's plan is their union; Apply applies the items' plans in order. The
-// items' plans are kept in memory with the task's plan: a loop's plan is
-// not saved by --out.
+// items' plans are kept in memory with the task's plan (module.Plan.Items):
+// a loop's plan is not saved by --out.
 type loopModule struct{ inner module.Module }
-
-// loops keeps each loop plan's items' plans.
-var loops sync.Map // *module.Plan -> loopPlan
-
-// loopPlan is a loop's items and their plans.
-type loopPlan struct {
-	items []any
-	subs  []*module.Plan
-}
 
 // lookup is the module a task runs: its own, or the loop around it.
 func lookup(t *playbook.Task) (module.Module, bool) {
@@ -51,9 +41,7 @@ func (l loopModule) ImperativePlan(p *module.Plan) bool {
 	if !ok {
 		return false
 	}
-	v, _ := loops.Load(p)
-	lp, _ := v.(loopPlan)
-	for _, s := range lp.subs {
+	for _, s := range p.Items {
 		if ip.ImperativePlan(s) {
 			return true
 		}
@@ -101,20 +89,20 @@ func (l loopModule) Check(ctx context.Context, h transport.Reader, margs module.
 	case skipped == len(subs):
 		out.Skip = subs[0].Skip
 	}
-	loops.Store(out, loopPlan{items: a.Items, subs: subs})
+	// ItemValues is never nil on a loop's plan, even an empty loop's:
+	// that is how register tells a loop's plan from any other.
+	out.Items, out.ItemValues = subs, append([]any{}, a.Items...)
 	return out, nil
 }
 
 // Apply applies each changed item's plan in order.
 func (l loopModule) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*module.Result, error) {
-	v, ok := loops.LoadAndDelete(p)
-	if !ok {
+	if len(p.Items) == 0 {
 		return nil, errors.New("a loop's plan is applied where it was made (a saved plan cannot hold one)")
 	}
-	lp := v.(loopPlan)
-	res := &module.Result{ItemValues: lp.items, Items: make([]*module.Result, len(lp.subs))}
+	res := &module.Result{ItemValues: p.ItemValues, Items: make([]*module.Result, len(p.Items))}
 	var outs []string
-	for i, sub := range lp.subs {
+	for i, sub := range p.Items {
 		if sub.Skip != "" || !sub.Changed() {
 			continue
 		}

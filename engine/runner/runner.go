@@ -729,10 +729,6 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 			if !s.judged {
 				r.judge(s, p, t, tr)
 			}
-			if tr.Plan != nil {
-				// A loop's items' plans are done with.
-				loops.Delete(tr.Plan)
-			}
 			if r.stopped() {
 				s.drained = tr
 			}
