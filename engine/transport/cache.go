@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -26,6 +27,9 @@ type readCache struct {
 	globs  map[string][]string
 	cmds   map[string]*CmdResult
 	stages map[string][]*CmdResult
+	// reads are the Cmd.Reads of the cached commands that name any, by
+	// the command's key: a write to one of those paths drops the result.
+	reads map[string][]string
 	// units are staged experiments by content (unitKey), whatever request
 	// they came in: the proofs a run made.
 	units map[string]*CmdResult
@@ -38,7 +42,7 @@ type readCache struct {
 func (c *readCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.files, c.globs, c.cmds, c.stages, c.units = nil, nil, nil, nil, nil
+	c.files, c.globs, c.cmds, c.reads, c.stages, c.units = nil, nil, nil, nil, nil, nil
 }
 
 // forget drops what the run read of paths a command may change, and every
@@ -50,7 +54,7 @@ func (c *readCache) forget(paths []string) {
 	for _, p := range paths {
 		delete(c.files, p)
 	}
-	c.cmds = map[string]*CmdResult{}
+	c.cmds, c.reads = map[string]*CmdResult{}, nil
 }
 
 // wrote teaches the cache what a successful Apply did to the paths it
@@ -58,8 +62,9 @@ func (c *readCache) forget(paths []string) {
 // memory. Metadata follows Apply's rules: an op's mode, owner and group
 // when set, else the file's previous ones, else 0644. Glob matches are
 // updated with the node shell's matching rules. Command results and staged
-// validations stay: Apply only changes the files it names (Exec, which can
-// change anything, clears the cache).
+// validations stay, but for a command whose Reads names a path Apply
+// changed: Apply only changes the files it names (Exec, which can change
+// anything, clears the cache).
 func (c *readCache) wrote(ops []Op) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -87,6 +92,12 @@ func (c *readCache) wrote(ops []Op) {
 		}
 	}
 	for _, op := range ops {
+		for k, rs := range c.reads {
+			if slices.ContainsFunc(rs, func(r string) bool { return changes(op, r) }) {
+				delete(c.cmds, k)
+				delete(c.reads, k)
+			}
+		}
 		prev := c.files[op.Path]
 		switch op.Kind {
 		case OpWrite:
@@ -107,6 +118,18 @@ func (c *readCache) wrote(ops []Op) {
 			}
 		}
 	}
+}
+
+// changes says whether op may change the state of path r: it writes,
+// removes or moves r, or a path below it (a write makes missing parent
+// directories).
+func changes(op Op, r string) bool {
+	for _, p := range []string{op.Path, op.From} {
+		if p != "" && (p == r || strings.HasPrefix(p, strings.TrimSuffix(r, "/")+"/")) {
+			return true
+		}
+	}
+	return false
 }
 
 // Written is f as Apply leaves it when it replaces prev: a zero Mode and
@@ -217,6 +240,12 @@ func (c *readCache) store(q Query, s *Snapshot) {
 	for i, cmd := range q.Cmds {
 		if k, err := key(cmd); err == nil && i < len(s.Cmds) {
 			c.cmds[k] = s.Cmds[i]
+			if len(cmd.Reads) > 0 {
+				if c.reads == nil {
+					c.reads = map[string][]string{}
+				}
+				c.reads[k] = cmd.Reads
+			}
 		}
 	}
 }

@@ -106,6 +106,61 @@ func TestCacheLearnsWrites(t *testing.T) {
 	}
 }
 
+// TestCmdReadsDropOnWrite: a read-only command's result stays cached
+// across Apply, unless its Reads names a path Apply changed (written,
+// removed, or moved from or to, or a path below it: a write makes missing
+// parents); then the next Query runs it again.
+func TestCmdReadsDropOnWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, b, c := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")
+	h := NewHost(NewLocal("reads"), HostOptions{RunID: "r1", StateDir: filepath.Join(dir, "state")})
+	probe := func(p string) Cmd { return Cmd{Argv: []string{"ls", "-1", dir}, Reads: []string{p}} }
+	plain := Cmd{Argv: []string{"echo", "plain"}}
+	q := Query{Cmds: []Cmd{probe(a), probe(c), plain}}
+	if _, err := h.Query(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	// b is read by no command: every result stays.
+	if _, err := h.Apply(ctx, []Op{{Kind: OpWrite, Path: b, Content: []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	trips := h.Stats().RoundTrips
+	if _, err := h.Query(ctx, q); err != nil || h.Stats().RoundTrips != trips {
+		t.Fatalf("a write to a path no command reads made a query go to the node (err %v)", err)
+	}
+	// Moving b to c changes what probe(c) reads, not a plain command.
+	if _, err := h.Apply(ctx, []Op{{Kind: OpMove, From: b, Path: c}}); err != nil {
+		t.Fatal(err)
+	}
+	trips = h.Stats().RoundTrips
+	if _, err := h.Query(ctx, Query{Cmds: []Cmd{probe(a), plain}}); err != nil || h.Stats().RoundTrips != trips {
+		t.Fatalf("a move made unrelated commands run again (err %v)", err)
+	}
+	s, err := h.Query(ctx, Query{Cmds: []Cmd{probe(c)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Stats().RoundTrips != trips+1 || !strings.Contains(string(s.Cmds[0].Stdout), "c") {
+		t.Fatalf("a command reading the moved-to path was answered from before the move: %q", s.Cmds[0].Stdout)
+	}
+	// A write below a read path (its parent directory made on the way).
+	sub := filepath.Join(dir, "sub")
+	if _, err := h.Query(ctx, Query{Cmds: []Cmd{probe(sub)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Apply(ctx, []Op{{Kind: OpWrite, Path: filepath.Join(sub, "x"), Content: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	trips = h.Stats().RoundTrips
+	if s, err = h.Query(ctx, Query{Cmds: []Cmd{probe(sub)}}); err != nil {
+		t.Fatal(err)
+	}
+	if h.Stats().RoundTrips != trips+1 || !strings.Contains(string(s.Cmds[0].Stdout), "sub") {
+		t.Fatalf("a command reading a directory a write made was answered from before it: %q", s.Cmds[0].Stdout)
+	}
+}
+
 // TestStageUnitsShared: a staged unit is answered from an identical unit
 // of an earlier request, whatever its place in the request, and identical
 // units of one request run once; a unit with one byte changed runs. Each

@@ -76,6 +76,13 @@ type Cmd struct {
 	// changes only /proc/sys files); what the run read of other paths stays
 	// valid. Nil means the command may change anything.
 	Touches []string `json:",omitempty"`
+	// Reads, for a Query, names the paths whose state a read-only
+	// command's output depends on (file's probe of a path's kind, mode
+	// and owner): the run's own writes to any of them (Apply) drop the
+	// cached result. Without Reads a result stays cached across Apply,
+	// which changes only the files it names; Exec forgets every command
+	// result either way.
+	Reads []string `json:",omitempty"`
 }
 
 // Query asks for a node's state in one round trip.

@@ -168,13 +168,13 @@ func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*m
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", p.Commands[0], err)
 	}
-	out := strings.TrimRight(string(res.Stdout), "\n")
-	if se := strings.TrimRight(string(res.Stderr), "\n"); se != "" {
-		out = strings.TrimLeft(out+"\n"+se, "\n")
+	stdout, stderr := strings.TrimRight(string(res.Stdout), "\n"), strings.TrimRight(string(res.Stderr), "\n")
+	out := stdout
+	if stderr != "" {
+		out = strings.TrimLeft(out+"\n"+stderr, "\n")
 	}
 	rc := res.ExitCode
-	result := &module.Result{Changed: true, Output: out, RC: &rc,
-		Stdout: strings.TrimRight(string(res.Stdout), "\n"), Stderr: strings.TrimRight(string(res.Stderr), "\n")}
+	result := &module.Result{Changed: true, Output: out, RC: &rc, Stdout: stdout, Stderr: stderr}
 	if !res.OK() {
 		return result, fmt.Errorf("%s exited %d:\n%s", p.Commands[0], res.ExitCode, out)
 	}

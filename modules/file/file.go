@@ -22,8 +22,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
@@ -117,14 +115,11 @@ elif [ -e "$p" ]; then echo other; echo; echo
 else echo absent; echo; echo
 fi`
 
-var probes atomic.Uint64
-
 func readLive(ctx context.Context, h transport.Reader, p string) (*live, error) {
-	// The nonce keeps the transport's read cache from answering: Apply
-	// keeps command results it believes still hold, and this one reads
-	// paths other tasks write.
-	nonce := strconv.FormatUint(probes.Add(1), 10) + "." + strconv.FormatInt(time.Now().UnixNano(), 10)
-	snap, err := h.Query(ctx, transport.Query{Cmds: []transport.Cmd{{Argv: []string{"sh", "-c", probe, "sh", p, nonce}}}})
+	// Reads p: the run's own writes to p (this module's, or another
+	// task's) drop the cached answer, so the re-check after apply sees
+	// them.
+	snap, err := h.Query(ctx, transport.Query{Cmds: []transport.Cmd{{Argv: []string{"sh", "-c", probe, "sh", p}, Reads: []string{p}}}})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
@@ -194,16 +189,16 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 		return why
 	}
 	cmdAttrs := func(isLink bool) {
-		h := []string{}
+		chown := []string{"chown"}
 		if isLink {
-			h = []string{"-h"}
+			chown = append(chown, "-h")
 		}
 		if a.Owner != "" || a.Group != "" {
 			og := a.Owner
 			if a.Group != "" {
 				og += ":" + a.Group
 			}
-			d.Cmds = append(d.Cmds, append(append([]string{"chown"}, h...), "--", og, a.Path))
+			d.Cmds = append(d.Cmds, append(chown, "--", og, a.Path))
 		}
 		if a.Mode != "" && !isLink {
 			d.Cmds = append(d.Cmds, []string{"chmod", "--", fmt.Sprintf("%04o", want), a.Path})
@@ -240,26 +235,19 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 				mode = 0o644
 			}
 			plan.Files = append(plan.Files, module.FileChange{Action: module.Create, Path: a.Path, After: []byte{}, AfterHash: module.Hash([]byte{}), Mode: mode, Owner: a.Owner, Group: a.Group, Reasons: []string{"state: touch"}})
-			// The next run touches it again: not re-checked.
-			d.Touch = true
-			raw, err := json.Marshal(d)
-			if err != nil {
-				return nil, fmt.Errorf("encode plan: %w", err)
-			}
-			plan.Data = raw
-			return plan, nil
 		case "directory", "file":
+			// As in Ansible, touch changes the times on every run.
+			d.Cmds = append(d.Cmds, []string{"touch", "--", a.Path})
+			plan.Notes = append(plan.Notes, "state: touch updates the times of "+a.Path+" on every run")
+			if why := attrs(false); len(why) > 0 {
+				plan.Notes = append(plan.Notes, why...)
+				cmdAttrs(false)
+			}
 		default:
 			return nil, fmt.Errorf("%s is a %s", a.Path, l.kind)
 		}
-		// As in Ansible, touch changes the times on every run.
-		d.Cmds = append(d.Cmds, []string{"touch", "--", a.Path})
+		// The next run touches it again: not re-checked.
 		d.Touch = true
-		plan.Notes = append(plan.Notes, "state: touch updates the times of "+a.Path+" on every run")
-		if why := attrs(false); len(why) > 0 {
-			plan.Notes = append(plan.Notes, why...)
-			cmdAttrs(false)
-		}
 	case "directory":
 		switch l.kind {
 		case "absent":

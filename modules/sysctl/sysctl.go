@@ -362,18 +362,10 @@ func setKeys(old []byte, want map[string]string) []byte {
 		lines = strings.Split(strings.TrimSuffix(text, "\n"), "\n")
 	}
 	found := map[string]bool{}
-	for i, line := range lines {
-		t := strings.TrimSpace(line)
-		if t == "" || t[0] == '#' || t[0] == ';' {
-			continue
-		}
-		k, _, ok := strings.Cut(t, "=")
-		if !ok {
-			continue
-		}
-		if v, ok := want[normKey(k)]; ok {
-			lines[i] = normKey(k) + " = " + v
-			found[normKey(k)] = true
+	for _, s := range parse("", old) {
+		if v, ok := want[s.Key]; ok {
+			lines[s.Line-1] = s.Key + " = " + v
+			found[s.Key] = true
 		}
 	}
 	for _, k := range sortedKeys(want) {

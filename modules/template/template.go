@@ -55,8 +55,7 @@ func (a *Args) SetBaseDir(dir string) { a.baseDir = dir }
 func (a *Args) SetVars(vars map[string]any) { a.vars = vars }
 
 func (a *Args) copyArgs() *copy.Args {
-	c := &copy.Args{Dest: a.Dest, Content: a.Content, Mode: a.Mode, Owner: a.Owner, Group: a.Group, Backup: a.Backup, ValidateCmd: a.ValidateCmd}
-	return c
+	return &copy.Args{Dest: a.Dest, Content: a.Content, Mode: a.Mode, Owner: a.Owner, Group: a.Group, Backup: a.Backup, ValidateCmd: a.ValidateCmd}
 }
 
 // Validate checks the arguments and renders src with the host's
@@ -72,11 +71,11 @@ func (a *Args) Validate() error {
 			if _, err := a.parse(); err != nil {
 				return err
 			}
-			empty := ""
-			a.Content = &empty
-			err := a.copyArgs().Validate()
-			a.Content = nil
-			return err
+			// copy's checks of the other arguments, with a stand-in
+			// for the content only a host's variables can render.
+			c := a.copyArgs()
+			c.Content = new(string)
+			return c.Validate()
 		}
 		tpl, err := a.parse()
 		if err != nil {

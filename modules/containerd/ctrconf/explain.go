@@ -81,13 +81,19 @@ func shadowsOf(t *Tree, base *Effective, ablated []*Effective) []Shadow {
 	return out
 }
 
-// prefixVariant is t restricted to its first k files in load order.
-func prefixVariant(t *Tree, k int) variant {
-	ex := map[string]bool{}
-	for _, f := range t.Files[k:] {
-		ex[f.Path] = true
+// historyVariants are what attribution reads: [0] the built-in defaults
+// (an empty config of the tree's version), then [k] the tree restricted to
+// its first k files in load order, k = 1..n (the last is the whole tree).
+func historyVariants(t *Tree) []variant {
+	vs := []variant{{defaults: true}}
+	for k := 1; k <= len(t.Files); k++ {
+		ex := map[string]bool{}
+		for _, f := range t.Files[k:] {
+			ex[f.Path] = true
+		}
+		vs = append(vs, variant{exclude: ex})
 	}
-	return variant{exclude: ex}
+	return vs
 }
 
 func sortedKeysOf[V any](m map[string]V) []string {
@@ -214,32 +220,32 @@ func explainTree(ctx context.Context, h transport.Reader, t *Tree, lazy bool) (*
 		}
 	}
 
-	// undecidable is the whole tree's dump unless a path of the tree is
-	// one containerd cannot read: 2.x's dump skips it (and every file
-	// after it); the daemon refuses to start. The dump is not the daemon
-	// there.
-	undecidable := func(base *Effective) *Effective {
-		if !base.OK {
-			return base
-		}
-		for _, u := range t.Undecidable() {
-			if !u.Parse {
-				return &Effective{Err: fmt.Sprintf("containerd cannot load %s: it %s", u.Path, u.Why)}
-			}
-		}
-		return base
-	}
-	major := binMajor(t.BinVersion)
+	// setBase records the whole tree's dump and says whether it loads. A
+	// path of the tree that containerd cannot read makes it not: 2.x's
+	// dump skips it (and every file after it); the daemon refuses to
+	// start. The dump is not the daemon there.
 	var defaults, base *Effective
 	var prefixes, ablated []*Effective
+	setBase := func(e *Effective) bool {
+		base = e
+		if base.OK {
+			for _, u := range t.Undecidable() {
+				if !u.Parse {
+					base = &Effective{Err: fmt.Sprintf("containerd cannot load %s: it %s", u.Path, u.Why)}
+					break
+				}
+			}
+		}
+		x.OK, x.Err = base.OK, base.Err
+		return base.OK
+	}
+	major := binMajor(t.BinVersion)
 	if lazy {
 		effs, err := dumpVariants(ctx, h, t, t.Bin, []variant{{}})
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		base = undecidable(effs[0])
-		x.OK, x.Err = base.OK, base.Err
-		if !base.OK {
+		if !setBase(effs[0]) {
 			return x, base, nil, nil
 		}
 		if !anyLost(t, base, major) {
@@ -247,21 +253,13 @@ func explainTree(ctx context.Context, h transport.Reader, t *Tree, lazy bool) (*
 			// shadowed, nothing is lost, and no attribution is needed.
 			return x, base, make([]*Effective, n-1), nil
 		}
-		vs := []variant{{defaults: true}}
-		for k := 1; k <= n; k++ {
-			vs = append(vs, prefixVariant(t, k))
-		}
-		if effs, err = dumpVariants(ctx, h, t, t.Bin, vs); err != nil {
+		if effs, err = dumpVariants(ctx, h, t, t.Bin, historyVariants(t)); err != nil {
 			return nil, nil, nil, err
 		}
 		defaults, prefixes = effs[0], effs[1:]
 	} else {
-		// Variants: [0] defaults, [1..n] prefixes of 1..n files (the
-		// last is the whole tree), then one ablation per imported file.
-		vs := []variant{{defaults: true}}
-		for k := 1; k <= n; k++ {
-			vs = append(vs, prefixVariant(t, k))
-		}
+		// The history, then one ablation per imported file.
+		vs := historyVariants(t)
 		for _, f := range t.Files[1:] {
 			vs = append(vs, variant{exclude: map[string]bool{f.Path: true}})
 		}
@@ -270,9 +268,7 @@ func explainTree(ctx context.Context, h transport.Reader, t *Tree, lazy bool) (*
 			return nil, nil, nil, err
 		}
 		defaults, prefixes, ablated = effs[0], effs[1:n+1], effs[n+1:]
-		base = undecidable(prefixes[n-1])
-		x.OK, x.Err = base.OK, base.Err
-		if !base.OK {
+		if !setBase(prefixes[n-1]) {
 			return x, base, nil, nil
 		}
 	}

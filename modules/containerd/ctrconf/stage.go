@@ -131,12 +131,12 @@ func (t *Tree) known() map[string]*File {
 // in one Stage call, each variant a transport.StageUnit: a variant this run
 // already dumped (same staged contents, same binary), in whatever request,
 // is answered without running containerd again. Files are staged flat next
-// to the staged main file and
-// imported by relative name: containerd resolves a relative (non-glob)
-// import against the importing file's directory in every version, so no
-// absolute scratch path has to be known before the scratch dir exists.
-func dumpVariants(ctx context.Context, h transport.Reader, t *Tree, bin string, vs []variant, extra ...transport.Cmd) ([]*Effective, error) {
-	effs, _, err := dumpVariantsExtra(ctx, h, t, bin, vs, extra)
+// to the staged main file and imported by relative name: containerd
+// resolves a relative (non-glob) import against the importing file's
+// directory in every version, so no absolute scratch path has to be known
+// before the scratch dir exists.
+func dumpVariants(ctx context.Context, h transport.Reader, t *Tree, bin string, vs []variant) ([]*Effective, error) {
+	effs, _, err := dumpVariantsExtra(ctx, h, t, bin, vs, nil)
 	return effs, err
 }
 
