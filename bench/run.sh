@@ -8,7 +8,9 @@
 #   SERIAL=all    `all`: both playbooks without `serial` (every host at once, forks = N: the
 #                 nightly fleet-wide drift run); `shipped`: serial: 1 as shipped (slow: N batches)
 #   SCALE=500     instead of the side-by-side: only nodeconverge's no-change drift run on SCALE
-#                 nodes without containerd daemons (RUNS defaults to 3 there)
+#                 nodes without containerd daemons (RUNS defaults to 3 there), alternating with the
+#                 same run limited (-l) to the first SMALL nodes, for peak RSS against fleet size
+#   SMALL=200     SCALE mode: the limited run's host count (same -f)
 #   BENCH_DIR=/tmp/ncbench  BENCH_NET=127.60.0  lab directory and addresses
 #   BENCH_OUT=bench/results.md (SCALE mode: bench/results-scale.md)
 #   FORKS         nodeconverge -f (default N side by side, 50 in SCALE mode); Ansible always N
@@ -92,6 +94,11 @@ export ANSIBLE_CONFIG=$here/ansible.cfg ANSIBLE_FORKS=$N ANSIBLE_NOCOLOR=1
 # every handshake at once on these 2 shared cores runs into nodeconverge's 10 s connect timeout).
 if [[ -n $SCALE ]]; then FORKS=${FORKS:-50}; else FORKS=${FORKS:-$N}; fi
 NCARGS=(apply -i "$INV" --known-hosts "$LAB_KNOWN_HOSTS" --ssh-config /dev/null -f "$FORKS")
+# The scale run streams its report as a nightly fleet run would (jsonl: memory bounded by -f); the
+# side-by-side keeps the whole JSON report.
+NCREPORT=(--report json="$W/report.json")
+[[ -n $SCALE ]] && NCREPORT=(--report jsonl="$W/report.jsonl")
+SMALL=${SMALL:-200}
 
 # ---------------------------------------------------------------------------------------------------
 # per-run measurement
@@ -142,7 +149,9 @@ run_tool() {
 	local wl=$1 tool=$2 run=$3 check=()
 	[[ $wl == drift ]] && check=(--check)
 	case $tool in
-	nodeconverge) measure "$wl" "$tool" "$run" "$NC" "${NCARGS[@]}" "${check[@]}" --report json="$W/$wl-$tool-$run.report.json" "$W/nc.yaml" ;;
+	nodeconverge) measure "$wl" "$tool" "$run" "$NC" "${NCARGS[@]}" "${check[@]}" "${NCREPORT[@]}" "$W/nc.yaml" ;;
+	nodeconverge-small) measure "$wl" "$tool" "$run" "$NC" "${NCARGS[@]}" "${check[@]}" -l "@$W/small.limit" \
+		--report jsonl="$W/$wl-$tool-$run.report.jsonl" "$W/nc.yaml" ;;
 	ansible)
 		local cp
 		cp=$(mktemp -d "$W/cp.XXXX")
@@ -236,12 +245,17 @@ count_procs() {
 
 if [[ -n $SCALE ]]; then
 	"$here/reset.sh" "$DIR" converged --no-restart
+	((SMALL < N)) || SMALL=$N
+	printf '%s\n' "${NODES[@]:0:SMALL}" >"$W/small.limit"
 	for ((r = 1; r <= RUNS; r++)); do
-		run_tool drift nodeconverge "$r"
-		[[ $LAST_EXIT == 0 ]] || {
-			echo "run.sh: drift run $r exited $LAST_EXIT, want 0; see $W/drift-nodeconverge-$r.out" >&2
-			exit 1
-		}
+		if ((r % 2)); then order=(nodeconverge nodeconverge-small); else order=(nodeconverge-small nodeconverge); fi
+		for t in "${order[@]}"; do
+			run_tool drift "$t" "$r"
+			[[ $LAST_EXIT == 0 ]] || {
+				echo "run.sh: drift run $t #$r exited $LAST_EXIT, want 0; see $W/drift-$t-$r.out" >&2
+				exit 1
+			}
+		done
 	done
 	count_procs drift nodeconverge
 	# Where the controller's CPU goes: one more drift run under perf (Go keeps frame pointers).
@@ -314,6 +328,6 @@ cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
 ans=$([[ -x $AP ]] && "$AP" --version 2>/dev/null | head -1 || echo none)
 machine="$(nproc) cores ($cpu), $mem, Linux $(uname -r)"
 versions="$(go version 2>/dev/null | cut -d' ' -f3) · $ans · containerd $(containerd --version | cut -d' ' -f3) · $(ssh -V 2>&1 | cut -d, -f1) · nodeconverge $NC_REV at start (binary sha256 $NC_SHA)"
-/usr/bin/python3 "$here/table.py" "$TSV" "$procs_tsv" "$N" "$RUNS" "$SERIAL" "${SCALE:+scale}" "$machine" "$versions" "$(date -u +%F)" "$FORKS" >"$OUT"
+/usr/bin/python3 "$here/table.py" "$TSV" "$procs_tsv" "$N" "$RUNS" "$SERIAL" "${SCALE:+scale}" "$machine" "$versions" "$(date -u +%F)" "$FORKS" "$SMALL" >"$OUT"
 cat "$OUT"
 log "wrote $OUT (raw runs: $TSV; the lab is removed on exit)"

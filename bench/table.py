@@ -1,6 +1,6 @@
 """Turn bench/run.sh's raw runs (runs.tsv) into the Markdown results table.
 
-Usage: table.py RUNS_TSV PROCS_TSV N RUNS SERIAL MODE MACHINE VERSIONS DATE FORKS
+Usage: table.py RUNS_TSV PROCS_TSV N RUNS SERIAL MODE MACHINE VERSIONS DATE FORKS [SMALL]
 (MODE is "scale" for the nodeconverge-only scale run, else empty.)
 """
 import csv
@@ -9,6 +9,7 @@ import sys
 
 runs_tsv, procs_tsv, n, nruns, serial, mode, machine, versions, date, forks = sys.argv[1:11]
 n = int(n)
+small = int(sys.argv[11]) if len(sys.argv) > 11 else n
 
 rows = list(csv.DictReader(open(runs_tsv), delimiter="\t"))
 procs = {}
@@ -32,9 +33,11 @@ def spread(rs, lo, hi, total):
     return str(mn) if mn == mx else f"{mn}–{mx}"
 
 
-order = ["nodeconverge", "ansible", "floor", "ssh-true"]
+order = ["nodeconverge", "nodeconverge-small", "ansible", "floor", "ssh-true"]
+hosts = {"nodeconverge-small": small}
 label = {
-    "nodeconverge": "nodeconverge",
+    "nodeconverge": "nodeconverge" if mode != "scale" else f"nodeconverge, {n} hosts",
+    "nodeconverge-small": f"nodeconverge, {small} hosts (`-l`)",
     "ansible": "ansible-playbook",
     "floor": "floor (1 ssh/node, essential work)",
     "ssh-true": "`ssh node true`",
@@ -69,7 +72,7 @@ for wl in ["converge", "drift"]:
         p = " · ".join(p.split()) if p else "–"
         cr = procs.get(f"{wl}-{t}:containerd", "")
         cr = " · ".join(cr.split()) if cr else "–"
-        out.append(f"| {label[t]} | {w:.2f} | {c:.2f} | {1000 * c / n:.1f} | {m / 1024:.0f} | "
+        out.append(f"| {label[t]} | {w:.2f} | {c:.2f} | {1000 * c / hosts.get(t, n):.1f} | {m / 1024:.0f} | "
                    f"{spread(rs, 'conn_min', 'conn_max', 'conn_total')} | "
                    f"{spread(rs, 'sess_min', 'sess_max', 'sess_total')} | {p} | {cr} |")
     ratios = []
@@ -127,4 +130,9 @@ if nc:
     if mode == "scale":
         rss = med(rs, lambda r: int(r["maxrss_kb"])) / 1024
         out.append(f"| {n} nodes: peak RSS < 150 MB | {rss:.0f} MB | {'yes' if rss < 150 else 'no'} |")
+        srs = [r for r in rows if r["workload"] == "drift" and r["tool"] == "nodeconverge-small"]
+        if srs and small < n:
+            srss = med(srs, lambda r: int(r["maxrss_kb"])) / 1024
+            out.append(f"| peak RSS at {n} hosts ≤ 1.3x at {small} (same -f {forks}; issue 13) | "
+                       f"{rss:.0f} / {srss:.0f} MB = {rss / srss:.2f}x | {'yes' if rss / srss <= 1.3 else 'no'} |")
 print("\n".join(out))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -156,7 +157,8 @@ func TestFaultSecretsNotPrinted(t *testing.T) {
 	plan := filepath.Join(dir, "plan.json")
 	var outputs []result
 	check, _ := ncBounded(t, 120*time.Second, append([]string{"apply", "--check", "--diff", "-v", "--out", plan,
-		"--report", "json=" + filepath.Join(dir, "check.json"), "--report", "prom=" + filepath.Join(dir, "check.prom")}, args(pb)...)...)
+		"--report", "json=" + filepath.Join(dir, "check.json"), "--report", "jsonl=" + filepath.Join(dir, "check.jsonl"),
+		"--report", "prom=" + filepath.Join(dir, "check.prom")}, args(pb)...)...)
 	wantCode(t, check, 2)
 	outputs = append(outputs, check)
 	// The diff is shown, with the values redacted by structure.
@@ -209,7 +211,9 @@ func TestFaultSecretsNotPrinted(t *testing.T) {
 			}
 		}
 	}
-	live, _ := ncBounded(t, 120*time.Second, append([]string{"apply", "--diff", "-v", "--report", "json=" + filepath.Join(dir, "live.json"),
+	// Streamed only: the run forgets each host's results once its line is
+	// written (no JSON report keeps them).
+	live, _ := ncBounded(t, 120*time.Second, append([]string{"apply", "--diff", "-v", "--report", "jsonl=" + filepath.Join(dir, "live.jsonl"),
 		"--report", "prom=" + filepath.Join(dir, "live.prom")}, args(pb)...)...)
 	wantCode(t, live, 0)
 	outputs = append(outputs, live)
@@ -221,14 +225,82 @@ func TestFaultSecretsNotPrinted(t *testing.T) {
 		noSecretIn(t, "run "+string(rune('0'+i))+" stdout", o.stdout)
 		noSecretIn(t, "run "+string(rune('0'+i))+" stderr", o.stderr)
 	}
-	for _, f := range []string{"check.json", "check.prom", "plan-apply.json", "live.json", "live.prom"} {
+	for _, f := range []string{"check.json", "check.jsonl", "check.prom", "plan-apply.json", "live.jsonl", "live.prom"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)
 		}
 		noSecretIn(t, "report "+f, string(b))
-		if strings.HasSuffix(f, ".json") && !strings.Contains(string(b), `"no_log": true`) {
+		if strings.HasSuffix(f, ".json") && !strings.Contains(string(b), `"no_log": true`) ||
+			strings.HasSuffix(f, ".jsonl") && !strings.Contains(string(b), `"no_log":true`) {
 			t.Errorf("report %s does not mark the no_log results", f)
+		}
+	}
+	sameResultsPerHost(t, filepath.Join(dir, "check.json"), filepath.Join(dir, "check.jsonl"), len(l.Nodes))
+	hostLines(t, filepath.Join(dir, "live.jsonl"), len(l.Nodes))
+}
+
+// hostLines reads a streamed report, checks its run, host and end lines,
+// and returns each host line's results by host.
+func hostLines(t *testing.T, path string, hosts int) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != hosts+2 {
+		t.Fatalf("%s: %d lines, want a run line, %d host lines and an end line:\n%s", path, len(lines), hosts, b)
+	}
+	out := map[string]any{}
+	for i, line := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%s line %d: %v", path, i+1, err)
+		}
+		want := "host"
+		switch i {
+		case 0:
+			want = "run"
+		case len(lines) - 1:
+			want = "end"
+		}
+		if m["type"] != want {
+			t.Errorf("%s line %d is %v, want %s", path, i+1, m["type"], want)
+		}
+		if want == "host" {
+			out[m["host"].(string)] = m["results"]
+		}
+	}
+	return out
+}
+
+// sameResultsPerHost: the streamed report's results are the JSON report's,
+// host by host, in the same order.
+func sameResultsPerHost(t *testing.T, jsonPath, jsonlPath string, hosts int) {
+	t.Helper()
+	streamed := hostLines(t, jsonlPath, hosts)
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	whole := map[string][]any{}
+	for _, r := range doc.Results {
+		h := r["host"].(string)
+		whole[h] = append(whole[h], any(r))
+	}
+	if len(whole) != hosts {
+		t.Errorf("JSON report has results of %d hosts, want %d", len(whole), hosts)
+	}
+	for h, rs := range whole {
+		if !reflect.DeepEqual(streamed[h], any(rs)) {
+			t.Errorf("%s: streamed results differ from the JSON report's:\n%v\n%v", h, streamed[h], rs)
 		}
 	}
 }

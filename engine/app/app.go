@@ -197,7 +197,7 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	if err != nil {
 		return report.ExitFailed, fmt.Errorf("--extra-vars: %w", err)
 	}
-	writers, err := reportWriters(o.Reports)
+	reps, err := parseReports(o.Reports)
 	if err != nil {
 		return report.ExitFailed, err
 	}
@@ -221,11 +221,14 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 		if err != nil {
 			return report.ExitFailed, err
 		}
-		run, err := runner.ApplySaved(ctx, inv, sp, ropts)
-		if err != nil {
+		if err := reps.start(&ropts, false); err != nil {
 			return report.ExitFailed, err
 		}
-		return finish(run, writers, out)
+		run, err := runner.ApplySaved(ctx, inv, sp, ropts)
+		if err != nil {
+			return report.ExitFailed, reps.abandon(err)
+		}
+		return reps.finish(run, out)
 	}
 	if o.Out != "" && !o.Check {
 		return report.ExitFailed, errors.New("--out saves a plan and needs --check")
@@ -259,9 +262,13 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	for _, p := range plays {
 		redact.AddVars(p.Vars)
 	}
+	// A saved plan is made from every result: --out keeps them all.
+	if err := reps.start(&ropts, o.Out != ""); err != nil {
+		return report.ExitFailed, err
+	}
 	run, err := runner.Run(ctx, inv, plays, ropts)
 	if err != nil {
-		return report.ExitFailed, err
+		return report.ExitFailed, reps.abandon(err)
 	}
 	if o.Out != "" {
 		sp, err := savedplan.FromRun(run, o.Playbooks)
@@ -273,7 +280,7 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 			return report.ExitFailed, nil
 		}
 	}
-	return finish(run, writers, out)
+	return reps.finish(run, out)
 }
 
 // list prints what --syntax-check, --list-hosts and --list-tasks print,
@@ -344,19 +351,6 @@ func maskSecretVars(inv *inventory.Inventory, extra map[string]any) {
 	redact.AddValues(inv.Secrets()...)
 }
 
-// finish writes the reports and returns the run's exit code.
-func finish(run *report.Run, writers map[string]func(io.Writer, *report.Run) error, out io.Writer) (int, error) {
-	for path, w := range writers {
-		if err := report.WriteFileAtomic(path, func(f io.Writer) error { return w(f, run) }); err != nil {
-			// A report that cannot be written is a failure of the run:
-			// a nightly job must not mistake silence for "in sync".
-			fmt.Fprintln(out, "ERROR:", err)
-			return report.ExitFailed, nil
-		}
-	}
-	return run.ExitCode(), nil
-}
-
 // observer builds the human output: everything, --quiet's failures and
 // recap, or everything under a progress line on an interactive stderr.
 func observer(o ApplyOptions, out io.Writer) report.Observer {
@@ -370,26 +364,103 @@ func observer(o ApplyOptions, out io.Writer) report.Observer {
 	return human
 }
 
-// reportWriters parses --report values before the run, so a typo does not
+// reports are the run's --report outputs: files written whole when the
+// run ends (json, prom) and streams written host by host as hosts are done
+// (jsonl).
+type reports struct {
+	whole   map[string]func(io.Writer, *report.Run) error
+	jsonl   []string
+	streams []*report.JSONLines
+	// keep says a report needs every result when the run ends (json).
+	keep bool
+}
+
+// parseReports parses --report values before the run, so a typo does not
 // cost a whole fleet run.
-func reportWriters(specs []string) (map[string]func(io.Writer, *report.Run) error, error) {
-	out := map[string]func(io.Writer, *report.Run) error{}
+func parseReports(specs []string) (*reports, error) {
+	rs := &reports{whole: map[string]func(io.Writer, *report.Run) error{}}
 	for _, s := range specs {
 		kind, path, ok := strings.Cut(s, "=")
 		if !ok || path == "" {
-			return nil, fmt.Errorf("--report %q: want json=FILE or prom=FILE", s)
+			return nil, fmt.Errorf("--report %q: want json=FILE, jsonl=FILE or prom=FILE", s)
 		}
 		switch kind {
 		case "json":
-			out[path] = report.WriteJSON
+			rs.whole[path] = report.WriteJSON
+			rs.keep = true
+		case "jsonl":
+			rs.jsonl = append(rs.jsonl, path)
 		case "prom":
 			prev := report.PreviousSuccess(path)
-			out[path] = func(w io.Writer, r *report.Run) error { return report.WritePromSince(w, r, prev) }
+			rs.whole[path] = func(w io.Writer, r *report.Run) error { return report.WritePromSince(w, r, prev) }
 		default:
-			return nil, fmt.Errorf("--report %q: unknown format %q (json, prom)", s, kind)
+			return nil, fmt.Errorf("--report %q: unknown format %q (json, jsonl, prom)", s, kind)
 		}
 	}
-	return out, nil
+	return rs, nil
+}
+
+// start opens the streams and tells the runner what to do with a host
+// that is done: hand it to the streams, and forget its results unless a
+// report (json) or a saved plan (keep) needs them at the end.
+func (rs *reports) start(o *runner.Options, keep bool) error {
+	for _, path := range rs.jsonl {
+		j, err := report.CreateJSONLines(path)
+		if err != nil {
+			return rs.abandon(err)
+		}
+		rs.streams = append(rs.streams, j)
+	}
+	if len(rs.streams) > 0 {
+		o.Sink = sinks(rs.streams)
+	}
+	o.Drop = !rs.keep && !keep
+	return nil
+}
+
+// abandon removes the streams of a run that did not start and returns
+// err, with any failure to remove them.
+func (rs *reports) abandon(err error) error {
+	for _, j := range rs.streams {
+		if aerr := j.Abandon(); aerr != nil {
+			err = fmt.Errorf("%w; %w", err, aerr)
+		}
+	}
+	rs.streams = nil
+	return err
+}
+
+// finish closes the streams, writes the whole reports and returns the
+// run's exit code.
+func (rs *reports) finish(run *report.Run, out io.Writer) (int, error) {
+	code := run.ExitCode()
+	fail := func(err error) {
+		// A report that cannot be written is a failure of the run: a
+		// nightly job must not mistake silence for "in sync".
+		fmt.Fprintln(out, "ERROR:", err)
+		code = report.ExitFailed
+	}
+	for _, j := range rs.streams {
+		if err := j.Close(run); err != nil {
+			fail(err)
+		}
+	}
+	for path, w := range rs.whole {
+		if err := report.WriteFileAtomic(path, func(f io.Writer) error { return w(f, run) }); err != nil {
+			fail(err)
+		}
+	}
+	return code, nil
+}
+
+// sinks hands a host's report to every stream.
+type sinks []*report.JSONLines
+
+// Host implements report.HostSink.
+func (ss sinks) Host(r *report.Run, hr *report.HostReport) {
+	for _, j := range ss {
+		j.Host(r, hr)
+	}
 }
 
 // ListInventory prints the resolved inventory as JSON, as

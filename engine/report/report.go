@@ -134,7 +134,9 @@ type Run struct {
 	// JSON report.
 	Reads map[string]*Reads `json:"-"`
 
-	mu sync.Mutex
+	// sealed are the hosts whose reports Seal handed out.
+	sealed map[string]bool
+	mu     sync.Mutex
 }
 
 // Reads fingerprint everything a host's plan was made from.

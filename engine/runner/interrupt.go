@@ -123,6 +123,10 @@ func (r *runner) recordInterrupted() {
 		r.mu.Lock()
 		s := r.hosts[name]
 		r.mu.Unlock()
+		if left, ok := r.left[name]; ok && s == nil {
+			r.run.Interrupt(name, left)
+			continue
+		}
 		r.run.Interrupt(name, r.hostLeft(s))
 	}
 }

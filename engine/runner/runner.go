@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,14 @@ type Options struct {
 	// once. See interrupt.go.
 	InterruptGrace time.Duration
 	Abort          <-chan struct{}
+	// Sink, when set, gets each host's report once the host is done (its
+	// last play over, its connection closed). With Drop the run then
+	// forgets the host's results, keeping its recap line only: with a
+	// streaming report the run's memory is bounded by the forks, not by
+	// the fleet (a JSON report or a saved plan needs every result, so
+	// their callers leave Drop unset).
+	Sink report.HostSink
+	Drop bool
 
 	// magic are Ansible's groups and hostvars, computed from the
 	// inventory at the start of the run.
@@ -170,6 +179,23 @@ type runner struct {
 	stop context.Context
 	// gates are Preflight's per-host decisions on when: (keywords.go).
 	gates gates
+	// targets are each play's hosts; last is, per host, the last play
+	// that targets it: once it is over, the host is done (retire).
+	targets map[*playbook.Play][]*inventory.Host
+	last    map[string]*playbook.Play
+	// tally carries a check run's max_fail_percentage count of a play
+	// from one group of hosts to the next (checkInGroups).
+	tally map[*playbook.Play]*playTally
+	// left is, per retired host, the state an interruption would find it
+	// in (its hostState is gone by then).
+	left map[string]string
+}
+
+// playTally is a play's failures so far in a check run, over every group
+// of hosts, and why it stopped, if it did.
+type playTally struct {
+	failed, size int
+	stopped      string
 }
 
 type rendered map[*playbook.Task]map[string]module.Args
@@ -272,29 +298,30 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, inv: inv, run: report.NewRun(o.RunID, o.Check), hosts: map[string]*hostState{},
-		args: args, playOf: map[*playbook.Task]*playbook.Play{}, stop: ctx, gates: g}
+	r := newRunner(ctx, inv, o, o.Check)
+	r.args, r.gates, r.targets = args, g, targets
 	for _, p := range plays {
 		for _, t := range p.AllTasks() {
 			r.playOf[t] = p
 		}
+		for _, h := range targets[p] {
+			r.last[h.Name] = p
+		}
+		r.tally[p] = &playTally{size: len(targets[p])}
 	}
 	work, release := r.workContext(ctx)
 	defer release()
-	for _, p := range plays {
-		if r.stopped() {
-			break
+	if o.Check {
+		r.checkInGroups(work, plays, args)
+	} else {
+		for _, p := range plays {
+			if r.stopped() {
+				break
+			}
+			r.play(work, p, targets[p], args)
 		}
-		r.play(work, p, targets[p], args)
 	}
 	r.recordInterrupted()
-	if o.Check {
-		for name, s := range r.hosts {
-			if s.reads != nil {
-				r.run.SetReads(name, s.reads.reads())
-			}
-		}
-	}
 	// Connections close before the recap is rendered, so what closing
 	// them finds is in the recap and in the reports alike.
 	r.closeAll()
@@ -303,6 +330,13 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 		o.Observer.Done(r.run)
 	}
 	return r.run, nil
+}
+
+// newRunner is a runner with nothing run yet.
+func newRunner(stop context.Context, inv *inventory.Inventory, o Options, check bool) *runner {
+	return &runner{o: o, inv: inv, run: report.NewRun(o.RunID, check), hosts: map[string]*hostState{}, stop: stop,
+		playOf: map[*playbook.Task]*playbook.Play{}, last: map[string]*playbook.Play{},
+		tally: map[*playbook.Play]*playTally{}, left: map[string]string{}}
 }
 
 func (r *runner) state(h *inventory.Host) *hostState {
@@ -316,41 +350,151 @@ func (r *runner) state(h *inventory.Host) *hostState {
 	return s
 }
 
-// closeAll releases the node locks and closes the connections. A host
-// that was unreachable, or whose connection was abandoned after a timeout,
-// keeps its lock: it goes stale when the connection's sshd process ends,
-// and the next run takes it over (and says so). A host lost only now, at
-// the release, is reported unreachable.
+// closeAll retires every host still open, then seals the hosts that never
+// got a connection (a play that stopped before reaching them), so a
+// streaming report has a line for every host of the recap.
 func (r *runner) closeAll() {
-	for _, s := range r.hosts {
-		if s.abandoned {
-			r.run.AddNote(fmt.Sprintf("%s: node lock not released: the host's connection was closed after a timeout; the next run takes the stale lock over", s.host.Name))
+	r.mu.Lock()
+	var open []string
+	for name := range r.hosts {
+		open = append(open, name)
+	}
+	r.mu.Unlock()
+	sort.Strings(open)
+	r.retire(open)
+	r.seal(r.run.Unsealed())
+}
+
+// checkInGroups runs a check in groups of -f hosts, each group through
+// every play before the next group starts, each host retired (connection
+// closed, report handed to the sink, state dropped) as its group ends: a
+// fleet-wide drift run holds -f hosts, not the fleet. A check writes
+// nothing, so running a group through every play before the next one
+// starts changes no outcome, only the order of the output (each group
+// prints its own PLAY header, as a serial batch does). max_fail_percentage
+// still counts over the whole play (playTally).
+func (r *runner) checkInGroups(ctx context.Context, plays []*playbook.Play, args rendered) {
+	var order []*inventory.Host
+	seen := map[string]bool{}
+	for _, p := range plays {
+		for _, h := range r.targets[p] {
+			if !seen[h.Name] {
+				seen[h.Name] = true
+				order = append(order, h)
+			}
+		}
+	}
+	for start := 0; start == 0 || start < len(order); start += r.o.Forks {
+		group := order[start:min(start+r.o.Forks, len(order))]
+		in := make(map[string]bool, len(group))
+		names := make([]string, len(group))
+		for i, h := range group {
+			in[h.Name] = true
+			names[i] = h.Name
+		}
+		for _, p := range plays {
+			if r.stopped() {
+				return
+			}
+			var hs []*inventory.Host
+			for _, h := range r.targets[p] {
+				if in[h.Name] {
+					hs = append(hs, h)
+				}
+			}
+			// A play that targets no host still says so, once.
+			if len(hs) > 0 || start == 0 && len(r.targets[p]) == 0 {
+				r.play(ctx, p, hs, args)
+			}
+		}
+		if r.stopped() {
+			return
+		}
+		r.retire(names)
+	}
+}
+
+// retire ends the run for hosts that are done: it releases each one's
+// node lock, closes its connection, and drops its state (connection, read
+// cache, plans) once its report is sealed. Its rendered arguments stay:
+// a step abandoned after a timeout may still read them (3 KB a host for
+// the shipped playbook, measured at 2000 hosts). A host
+// that was unreachable, or whose connection was abandoned after a
+// timeout, keeps its lock: it goes stale when the connection's sshd
+// process ends, and the next run takes it over (and says so). A host lost
+// only now, at the release, is reported unreachable.
+func (r *runner) retire(names []string) {
+	var done []string
+	for _, name := range names {
+		r.mu.Lock()
+		s := r.hosts[name]
+		delete(r.hosts, name)
+		r.mu.Unlock()
+		if s == nil {
 			continue
 		}
-		if s.lock != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), rollbackGrace)
-			err := s.lock.Release(ctx)
-			cancel()
-			switch {
-			case err == nil:
-			case r.run.Unreachable(s.host.Name):
-				r.run.AddNote(fmt.Sprintf("%s: node lock not released (the host is unreachable: %v); the next run takes the stale lock over", s.host.Name, err))
-			case r.o.IsUnreachable(err) || ctx.Err() != nil:
-				r.run.Add(&report.TaskResult{Task: "release the node lock", Host: s.host.Name, Status: report.Unreachable,
-					Msg: fmt.Sprintf("lost the connection after the host's last task: %v; the next run takes the stale lock over", err)})
-			default:
-				r.run.AddError(fmt.Sprintf("release lock on %s: %v", s.host.Name, err))
-			}
+		if r.o.Check && s.reads != nil && !r.o.Drop {
+			r.run.SetReads(name, s.reads.reads())
 		}
-		if s.conn != nil {
-			if err := s.conn.Close(); err != nil {
-				r.run.AddError(fmt.Sprintf("close connection to %s: %v", s.host.Name, err))
-			}
+		r.closeHost(s)
+		r.left[name] = r.hostLeft(s)
+		done = append(done, name)
+	}
+	r.seal(done)
+}
+
+// seal hands the hosts' reports to the sink.
+func (r *runner) seal(names []string) {
+	if r.o.Sink == nil && !r.o.Drop {
+		return
+	}
+	for _, hr := range r.run.Seal(names, r.o.Drop) {
+		if r.o.Sink != nil {
+			r.o.Sink.Host(r.run, hr)
+		}
+	}
+}
+
+// closeHost releases the host's node lock and closes its connection.
+func (r *runner) closeHost(s *hostState) {
+	if s.abandoned {
+		r.run.AddNote(fmt.Sprintf("%s: node lock not released: the host's connection was closed after a timeout; the next run takes the stale lock over", s.host.Name))
+		return
+	}
+	if s.lock != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), rollbackGrace)
+		err := s.lock.Release(ctx)
+		cancel()
+		switch {
+		case err == nil:
+		case r.run.Unreachable(s.host.Name):
+			r.run.AddNote(fmt.Sprintf("%s: node lock not released (the host is unreachable: %v); the next run takes the stale lock over", s.host.Name, err))
+		case r.o.IsUnreachable(err) || ctx.Err() != nil:
+			r.run.Add(&report.TaskResult{Task: "release the node lock", Host: s.host.Name, Status: report.Unreachable,
+				Msg: fmt.Sprintf("lost the connection after the host's last task: %v; the next run takes the stale lock over", err)})
+		default:
+			r.run.AddError(fmt.Sprintf("release lock on %s: %v", s.host.Name, err))
+		}
+	}
+	if s.conn != nil {
+		if err := s.conn.Close(); err != nil {
+			r.run.AddError(fmt.Sprintf("close connection to %s: %v", s.host.Name, err))
 		}
 	}
 }
 
 func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.Host, args rendered) {
+	// A check runs a play group by group (checkInGroups): its failures
+	// count over the whole play, and a play stopped in an earlier group
+	// is not started on the next.
+	var tally *playTally
+	if r.o.Check {
+		tally = r.tally[p]
+		if tally.stopped != "" {
+			r.notAttempted(p, hosts, [][]int{indexes(len(hosts))}, tally.stopped)
+			return
+		}
+	}
 	names := make([]string, len(hosts))
 	for i, h := range hosts {
 		names[i] = h.Name
@@ -365,11 +509,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 		// serial exists so a bad change stops before it reaches every
 		// node; check mode changes nothing, so a drift run plans every
 		// host at once (max_fail_percentage still applies).
-		all := make([]int, len(hosts))
-		for i := range all {
-			all[i] = i
-		}
-		batches = [][]int{all}
+		batches = [][]int{indexes(len(hosts))}
 	}
 	for bi, batch := range batches {
 		if r.stopped() {
@@ -391,6 +531,9 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 		size := len(active)
 		notified := map[string]map[string][]string{} // handler -> host -> because
 		failedInBatch := 0
+		if tally != nil {
+			size, failedInBatch = tally.size, tally.failed
+		}
 		stopped := false
 		if !r.o.Check && len(p.Tasks) > 0 {
 			// Every task of the play is planned on every host of the
@@ -492,14 +635,26 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			stopped = true
 		}
 		// The batch is done with these hosts for this play: what the run
-		// read of them is not needed again (a fleet's dumps add up).
+		// read of them is not needed again (a fleet's dumps add up), and
+		// a host whose last play this is is done.
+		var done []string
 		for _, i := range batch {
 			if st := r.state(hosts[i]); st.h != nil {
 				st.h.Refresh()
 				st.prefetched = nil
 				st.plans = nil
 			}
+			if r.last[hosts[i].Name] == p {
+				done = append(done, hosts[i].Name)
+			}
 		}
+		if tally != nil {
+			tally.failed = failedInBatch
+			if stopped {
+				tally.stopped = fmt.Sprintf("play %q stopped (max_fail_percentage) before this host's group", p.Name)
+			}
+		}
+		r.retire(done)
 		if stopped {
 			r.notAttempted(p, hosts, batches[bi+1:], fmt.Sprintf("play %q stopped in batch %d (max_fail_percentage)", p.Name, bi+1))
 			return
@@ -579,6 +734,15 @@ func (r *runner) planBatch(ctx context.Context, p *playbook.Play, active []*host
 // counts: the change may be what lost it.
 func countsAsFailure(tr *report.TaskResult, s *hostState) bool {
 	return tr.Status != report.Unreachable || s.playWrote
+}
+
+// indexes is 0..n-1: every host of a play as one batch.
+func indexes(n int) []int {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return all
 }
 
 // notAttempted records, for the recap, the hosts of the batches a stopped

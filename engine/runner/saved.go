@@ -28,7 +28,7 @@ func ApplySaved(ctx context.Context, inv *inventory.Inventory, sp *savedplan.Pla
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, inv: inv, run: report.NewRun(o.RunID, false), hosts: map[string]*hostState{}, stop: ctx}
+	r := newRunner(ctx, inv, o, false)
 	work, release := r.workContext(ctx)
 	defer release()
 	if o.Observer != nil {
