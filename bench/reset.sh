@@ -11,7 +11,7 @@
 #              nodeconverge's state dir (/var/lib/nodeconverge) is emptied: every converge run
 #              meets a fresh node.
 #   converged  the fixed state: config.toml, conf.d/99-nvidia.toml, zz-labhub-registry.toml in
-#              conf.d.disabled, 99-inotify.conf and its live values (used by the 500-node drift
+#              conf.d.disabled, certs.d/harbor.lab/hosts.toml, 99-inotify.conf and its live values (used by the 500-node drift
 #              run, whose nodes run no containerd).
 #
 # Unless --no-restart, containerd is then restarted on every node (in parallel) so each daemon runs
@@ -33,7 +33,7 @@ for name in $LAB_NODES; do
 	i=$((i + 1))
 	nd=$dir/nodes/$name
 	c=$nd/etc/containerd
-	rm -rf "$c/conf.d.disabled" "$c/conf.d"
+	rm -rf "$c/conf.d.disabled" "$c/conf.d" "$c/certs.d"
 	mkdir -p "$c/conf.d"
 	cp "$scen/config.toml" "$c/config.toml"
 	cp "$scen/99-nvidia.toml" "$c/conf.d/99-nvidia.toml"
@@ -53,6 +53,8 @@ for name in $LAB_NODES; do
 		mkdir -p "$c/conf.d.disabled"
 		cp "$scen/zz-labhub-registry.toml" "$c/conf.d.disabled/zz-labhub-registry.toml"
 		cp "$here/ansible/files/99-inotify.conf" "$nd/etc/sysctl.d/99-inotify.conf"
+		mkdir -p "$c/certs.d/harbor.lab"
+		cp "$here/ansible/files/hosts.toml" "$c/certs.d/harbor.lab/hosts.toml"
 		echo 8192 >"$nd/proc/sys/fs/inotify/max_user_instances"
 		echo 1048576 >"$nd/proc/sys/fs/inotify/max_user_watches"
 		;;

@@ -180,6 +180,7 @@ verify_converged() {
 		if [[ -e $c/conf.d/zz-labhub-registry.toml || ! -e $c/conf.d.disabled/zz-labhub-registry.toml ]] ||
 			grep -q 'runtimes.nvidia' "$c/config.toml" ||
 			! cmp -s "$c/conf.d/99-nvidia.toml" "$here/ansible/files/99-nvidia.toml" ||
+			! cmp -s "$c/certs.d/harbor.lab/hosts.toml" "$here/ansible/files/hosts.toml" ||
 			! cmp -s "$DIR/nodes/$n/etc/sysctl.d/99-inotify.conf" "$here/ansible/files/99-inotify.conf" ||
 			[[ $(<"$DIR/nodes/$n/proc/sys/fs/inotify/max_user_instances") != 8192 ]] ||
 			[[ $p == none || $p == "$old" || ! -d /proc/$p ]]; then
