@@ -6,7 +6,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-/tmp/nclab}
 nc="$here/bin/nodeconverge"
+# The shipped inventory names the default lab's key (/tmp/nclab); a lab elsewhere (make demo
+# LAB_DIR=...) is reached through the inventory lab.sh writes for it (same hosts and group).
 inv="$here/inventories/lab.yaml"
+[[ $dir == /tmp/nclab ]] || inv="$dir/inventory.yaml"
 pb="$here/playbooks/gpu-containerd.yaml"
 common=(-i "$inv" --known-hosts "$dir/known_hosts" --ssh-config /dev/null)
 
