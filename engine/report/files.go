@@ -55,14 +55,7 @@ func (r *Run) shown() *Run {
 	for _, tr := range r.Results {
 		c.Results = append(c.Results, shownResult(tr))
 	}
-	text := func(in []string) []string {
-		var out []string
-		for _, s := range in {
-			out = append(out, redact.Text(s))
-		}
-		return out
-	}
-	c.Errors, c.Lost, c.Notes = text(r.Errors), text(r.Lost), text(r.Notes)
+	c.Errors, c.Lost, c.Notes = redactAll(r.Errors), redactAll(r.Lost), redactAll(r.Notes)
 	for h, why := range r.NotAttempted {
 		c.NotAttempted[h] = redact.Text(why)
 	}
@@ -70,6 +63,15 @@ func (r *Run) shown() *Run {
 		c.NotAttempted = nil
 	}
 	return c
+}
+
+// redactAll is each of in redacted as text, for the run's free-text lists.
+func redactAll(in []string) []string {
+	var out []string
+	for _, s := range in {
+		out = append(out, redact.Text(s))
+	}
+	return out
 }
 
 // shownResult is tr as the JSON report shows it: Shown, with its message,
@@ -186,18 +188,29 @@ func WriteFileAtomic(path string, write func(io.Writer) error) error {
 		return fmt.Errorf("report %s: %w", path, err)
 	}
 	if err := write(f); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return fmt.Errorf("report %s: %w", path, err)
+		return commitTemp(f, path, fmt.Errorf("report %s: %w", path, err))
 	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return fmt.Errorf("report %s: %w", path, err)
+	return commitTemp(f, path, nil)
+}
+
+// commitTemp ends a report written into the temporary file f: after a
+// failure (failed non-nil) it removes f and returns failed; otherwise it
+// makes f readable, closes it and renames it over path. Every report, whole
+// or streamed, is put in place here, so none is ever seen half written.
+func commitTemp(f *os.File, path string, failed error) error {
+	if failed == nil {
+		if err := f.Chmod(0o644); err != nil {
+			failed = fmt.Errorf("report %s: %w", path, err)
+		}
 	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("report %s: %w", path, err)
+	if err := f.Close(); err != nil && failed == nil {
+		failed = fmt.Errorf("report %s: %w", path, err)
+	}
+	if failed != nil {
+		if err := os.Remove(f.Name()); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("%w (and removing %s: %v)", failed, f.Name(), err)
+		}
+		return failed
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("report %s: %w", path, err)

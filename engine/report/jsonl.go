@@ -103,36 +103,12 @@ func (j *JSONLines) Close(r *Run) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.start(r)
-	text := func(in []string) []string {
-		var out []string
-		for _, s := range in {
-			out = append(out, redact.Text(s))
-		}
-		return out
-	}
 	r.mu.Lock()
-	end := jsonlEnd{Type: "end", Finished: r.Finished, Hosts: len(r.Hosts), Errors: text(r.Errors), Lost: text(r.Lost), Notes: text(r.Notes)}
+	end := jsonlEnd{Type: "end", Finished: r.Finished, Hosts: len(r.Hosts), Errors: redactAll(r.Errors), Lost: redactAll(r.Lost), Notes: redactAll(r.Notes)}
 	r.mu.Unlock()
 	end.ExitCode = r.ExitCode()
 	j.line(end)
-	if j.err == nil {
-		if err := j.f.Chmod(0o644); err != nil {
-			j.err = fmt.Errorf("report %s: %w", j.path, err)
-		}
-	}
-	if err := j.f.Close(); err != nil && j.err == nil {
-		j.err = fmt.Errorf("report %s: %w", j.path, err)
-	}
-	if j.err != nil {
-		if err := os.Remove(j.f.Name()); err != nil && !os.IsNotExist(err) {
-			return fmt.Errorf("%w (and removing %s: %v)", j.err, j.f.Name(), err)
-		}
-		return j.err
-	}
-	if err := os.Rename(j.f.Name(), j.path); err != nil {
-		return fmt.Errorf("report %s: %w", j.path, err)
-	}
-	return nil
+	return commitTemp(j.f, j.path, j.err)
 }
 
 // Abandon removes the temporary file of a run that never started.
