@@ -133,12 +133,16 @@ func TestCheckKeepsResultsWithoutDrop(t *testing.T) {
 // failures in the first group of two stop the play for the second group.
 func TestCheckMaxFailCountsOverGroups(t *testing.T) {
 	hosts := []string{"h1", "h2", "h3", "h4"}
-	t.Run("above stops the later groups", func(t *testing.T) {
+	// check runs a one-task play at 25% in groups of two, failing on failOn.
+	check := func(t *testing.T, failOn string) (*env, *report.Run) {
 		e := newEnv(t, hosts...)
-		plays := e.load("- hosts: all\n  max_fail_percentage: 25\n  tasks:\n" + task("one", "t1", "fail_on: h1,h2"))
+		plays := e.load("- hosts: all\n  max_fail_percentage: 25\n  tasks:\n" + task("one", "t1", "fail_on: "+failOn))
 		o := e.options(true)
 		o.Forks = 2
-		run := e.run(plays, o)
+		return e, e.run(plays, o)
+	}
+	t.Run("above stops the later groups", func(t *testing.T) {
+		e, run := check(t, "h1,h2")
 		if len(run.Errors) != 1 || !strings.Contains(run.Errors[0], "2 of 4 hosts failed (50%)") {
 			t.Errorf("errors = %q, want one saying 2 of 4", run.Errors)
 		}
@@ -152,11 +156,7 @@ func TestCheckMaxFailCountsOverGroups(t *testing.T) {
 		}
 	})
 	t.Run("at the limit goes on", func(t *testing.T) {
-		e := newEnv(t, hosts...)
-		plays := e.load("- hosts: all\n  max_fail_percentage: 25\n  tasks:\n" + task("one", "t1", "fail_on: h1"))
-		o := e.options(true)
-		o.Forks = 2
-		run := e.run(plays, o)
+		_, run := check(t, "h1")
 		if len(run.Errors) != 0 || len(run.NotAttempted) != 0 {
 			t.Errorf("errors %q, not attempted %v: 1 of 4 is exactly 25%%", run.Errors, run.NotAttempted)
 		}
