@@ -30,19 +30,6 @@ import (
 // reads what only running it would give (result.rc, result.stdout) skips
 // its task, saying so, where Ansible would fail it.
 
-// gates are the per-host decisions Preflight made.
-type gates struct {
-	skip  map[*playbook.Task]map[string]string // host -> why
-	later map[*playbook.Task]map[string]bool
-}
-
-func (g gates) skipped(t *playbook.Task, host string) (string, bool) {
-	why, ok := g.skip[t][host]
-	return why, ok
-}
-
-func (g gates) isLater(t *playbook.Task, host string) bool { return g.later[t][host] }
-
 // registeredNames are the variables the play's tasks register.
 func registeredNames(p *playbook.Play) map[string]bool {
 	out := map[string]bool{}
@@ -122,13 +109,13 @@ func (r *runner) argsOf(t *playbook.Task, s *hostState) module.Args {
 	if a, ok := s.late[t]; ok {
 		return a
 	}
-	return r.args[t][s.host.Name]
+	return s.args[t]
 }
 
 // keepLate records, for a task Preflight left for later on the host, the
 // arguments it was rendered with there (argsOf reads them).
 func (r *runner) keepLate(s *hostState, t *playbook.Task, a module.Args) {
-	if !r.gates.isLater(t, s.host.Name) {
+	if !r.later[t] {
 		return
 	}
 	if s.late == nil {
@@ -141,11 +128,11 @@ func (r *runner) keepLate(s *hostState, t *playbook.Task, a module.Args) {
 // for later: its when: and its arguments. It returns a non-empty skip
 // message when the task does not run there.
 func (r *runner) decide(s *hostState, p *playbook.Play, t *playbook.Task, registered map[string]any) (string, module.Args, error) {
-	if why, ok := r.gates.skipped(t, s.host.Name); ok {
+	if why, ok := s.skip[t]; ok {
 		return why, nil, nil
 	}
-	if !r.gates.isLater(t, s.host.Name) {
-		return "", r.args[t][s.host.Name], nil
+	if !r.later[t] {
+		return "", s.args[t], nil
 	}
 	vars := taskVars(s.host, p, t, registered, r.o)
 	ok, c, err := playbook.Holds(whenOf(t), vars)

@@ -155,6 +155,9 @@ type hostState struct {
 	// cut says the interruption kept a task of the current play from
 	// starting on the host.
 	cut bool
+	// decided is what preflight (or, in a check, the host's group)
+	// decided for the host: each task's arguments, or why it is skipped.
+	decided
 	// registered are the results earlier tasks registered on the host;
 	// late the arguments of tasks rendered when the host reached them;
 	// planErrs the planning failures of tasks with ignore_errors.
@@ -166,10 +169,8 @@ type hostState struct {
 }
 
 type runner struct {
-	// playOf and args are the plays' tasks and their rendered arguments,
-	// for reading ahead.
+	// playOf is each task's play, for reading ahead.
 	playOf map[*playbook.Task]*playbook.Play
-	args   rendered
 	o      Options
 	inv    *inventory.Inventory
 	run    *report.Run
@@ -177,8 +178,15 @@ type runner struct {
 	mu     sync.Mutex
 	// stop ends when the run is interrupted: nothing new starts after it.
 	stop context.Context
-	// gates are Preflight's per-host decisions on when: (keywords.go).
-	gates gates
+	// later are the tasks decided when a host reaches them (keywords.go);
+	// plays the run's plays, for deciding a group's hosts.
+	later map[*playbook.Task]bool
+	plays []*playbook.Play
+	// undecided is, per host without a state yet, what preflight decided
+	// for it; the host's state takes it over (state). A check keeps only
+	// the first group's: the next groups are decided as they start, so a
+	// fleet's rendered arguments are not all held at once.
+	undecided map[string]decided
 	// targets are each play's hosts; last is, per host, the last play
 	// that targets it: once it is over, the host is done (retire).
 	targets map[*playbook.Play][]*inventory.Host
@@ -198,29 +206,20 @@ type playTally struct {
 	stopped      string
 }
 
-type rendered map[*playbook.Task]map[string]module.Args
-
-// Preflight renders every task for every host it targets, so a typo in a
-// variable fails the run before any node is touched. A task's when: is
-// evaluated here when it reads no registered variable: a task skipped on
-// a host is not rendered there. A task that reads a registered variable
-// is decided when the host reaches it (keywords.go).
-func Preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map[*playbook.Play][]*inventory.Host, rendered, error) {
-	targets, args, _, err := preflight(inv, plays, o)
-	return targets, args, err
+// decided is what preflight decided for one host: each task's rendered
+// arguments, and why a task is skipped there (when: false).
+type decided struct {
+	args map[*playbook.Task]module.Args
+	skip map[*playbook.Task]string
 }
 
-func preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map[*playbook.Play][]*inventory.Host, rendered, gates, error) {
-	if o.magic == nil {
-		o.magic = magicVars(inv)
-	}
+// targetsOf selects each play's hosts, -l applied.
+func targetsOf(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map[*playbook.Play][]*inventory.Host, error) {
 	var errs *multierror.Error
 	targets := map[*playbook.Play][]*inventory.Host{}
-	args := rendered{}
-	g := gates{skip: map[*playbook.Task]map[string]string{}, later: map[*playbook.Task]map[string]bool{}}
 	limit, err := inv.LimitSet(o.Limit)
 	if err != nil {
-		return nil, nil, g, err
+		return nil, err
 	}
 	for _, p := range plays {
 		hs, err := inv.Select(p.Hosts)
@@ -235,15 +234,44 @@ func preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 			}
 		}
 		targets[p] = sel
+	}
+	if err := errs.ErrorOrNil(); err != nil {
+		return nil, flatErr(errs)
+	}
+	return targets, nil
+}
+
+// laterTasks are the tasks whose when: or arguments read a variable their
+// play registers: they are decided when a host reaches them.
+func laterTasks(plays []*playbook.Play) map[*playbook.Task]bool {
+	later := map[*playbook.Task]bool{}
+	for _, p := range plays {
 		reg := registeredNames(p)
 		for _, t := range p.AllTasks() {
-			args[t] = map[string]module.Args{}
-			g.skip[t] = map[string]string{}
-			g.later[t] = map[string]bool{}
-			later := readsRegistered(t, reg)
-			for _, h := range sel {
-				if later {
-					g.later[t][h.Name] = true
+			if readsRegistered(t, reg) {
+				later[t] = true
+			}
+		}
+	}
+	return later
+}
+
+// decideHosts renders every task for every host of in (nil: every target) it
+// targets, so a typo in a variable fails the run before any node is
+// touched, and evaluates its when: where it reads no registered variable:
+// a task skipped on a host is not rendered there. It returns the
+// decisions of the hosts keep says to keep (nil: all of them), and every
+// error found.
+func decideHosts(plays []*playbook.Play, targets map[*playbook.Play][]*inventory.Host, later map[*playbook.Task]bool, in, keep func(string) bool, o Options) (map[string]decided, error) {
+	var errs *multierror.Error
+	out := map[string]decided{}
+	for _, p := range plays {
+		for _, t := range p.AllTasks() {
+			if later[t] {
+				continue
+			}
+			for _, h := range targets[p] {
+				if in != nil && !in(h.Name) {
 					continue
 				}
 				vars := taskVars(h, p, t, nil, o)
@@ -252,11 +280,10 @@ func preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 					errs = multierror.Append(errs, fmt.Errorf("host %s: %w", h.Name, err))
 					continue
 				}
-				if !ok {
-					g.skip[t][h.Name] = falseCondition(c)
-					continue
+				var a module.Args
+				if ok {
+					a, err = t.Render(vars)
 				}
-				a, err := t.Render(vars)
 				if err != nil && t.NoLog {
 					// The renderer's message may quote the values.
 					errs = multierror.Append(errs, fmt.Errorf("host %s: %s: task %q: its arguments do not render or validate (details hidden: no_log: true)", h.Name, t.Pos, t.Name))
@@ -266,14 +293,26 @@ func preflight(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 					errs = multierror.Append(errs, fmt.Errorf("host %s: %w", h.Name, err))
 					continue
 				}
-				args[t][h.Name] = a
+				if keep != nil && !keep(h.Name) {
+					continue
+				}
+				d, seen := out[h.Name]
+				if !seen {
+					d = decided{args: map[*playbook.Task]module.Args{}, skip: map[*playbook.Task]string{}}
+					out[h.Name] = d
+				}
+				if ok {
+					d.args[t] = a
+				} else {
+					d.skip[t] = falseCondition(c)
+				}
 			}
 		}
 	}
 	if err := errs.ErrorOrNil(); err != nil {
-		return nil, nil, g, flatErr(errs)
+		return nil, flatErr(errs)
 	}
-	return targets, args, g, nil
+	return out, nil
 }
 
 // flatErr prints a multierror as one error per line, without the "N errors
@@ -294,12 +333,26 @@ func flatErr(m *multierror.Error) error {
 func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, o Options) (*report.Run, error) {
 	o.setDefaults()
 	o.magic = magicVars(inv)
-	targets, args, g, err := preflight(inv, plays, o)
+	targets, err := targetsOf(inv, plays, o)
+	if err != nil {
+		return nil, err
+	}
+	later := laterTasks(plays)
+	var keep func(string) bool
+	if o.Check {
+		order := checkOrder(plays, targets)
+		first := map[string]bool{}
+		for _, h := range order[:min(o.Forks, len(order))] {
+			first[h.Name] = true
+		}
+		keep = func(name string) bool { return first[name] }
+	}
+	undecided, err := decideHosts(plays, targets, later, nil, keep, o)
 	if err != nil {
 		return nil, err
 	}
 	r := newRunner(ctx, inv, o, o.Check)
-	r.args, r.gates, r.targets = args, g, targets
+	r.targets, r.later, r.plays, r.undecided = targets, later, plays, undecided
 	for _, p := range plays {
 		for _, t := range p.AllTasks() {
 			r.playOf[t] = p
@@ -312,13 +365,13 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 	work, release := r.workContext(ctx)
 	defer release()
 	if o.Check {
-		r.checkInGroups(work, plays, args)
+		r.checkInGroups(work, plays)
 	} else {
 		for _, p := range plays {
 			if r.stopped() {
 				break
 			}
-			r.play(work, p, targets[p], args)
+			r.play(work, p, targets[p])
 		}
 	}
 	r.recordInterrupted()
@@ -335,7 +388,7 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 // newRunner is a runner with nothing run yet.
 func newRunner(stop context.Context, inv *inventory.Inventory, o Options, check bool) *runner {
 	return &runner{o: o, inv: inv, run: report.NewRun(o.RunID, check), hosts: map[string]*hostState{}, stop: stop,
-		playOf: map[*playbook.Task]*playbook.Play{}, last: map[string]*playbook.Play{},
+		playOf: map[*playbook.Task]*playbook.Play{}, last: map[string]*playbook.Play{}, later: map[*playbook.Task]bool{},
 		tally: map[*playbook.Play]*playTally{}, left: map[string]string{}}
 }
 
@@ -344,7 +397,8 @@ func (r *runner) state(h *inventory.Host) *hostState {
 	defer r.mu.Unlock()
 	s, ok := r.hosts[h.Name]
 	if !ok {
-		s = &hostState{host: h}
+		s = &hostState{host: h, decided: r.undecided[h.Name]}
+		delete(r.undecided, h.Name)
 		r.hosts[h.Name] = s
 	}
 	return s
@@ -373,17 +427,8 @@ func (r *runner) closeAll() {
 // starts changes no outcome, only the order of the output (each group
 // prints its own PLAY header, as a serial batch does). max_fail_percentage
 // still counts over the whole play (playTally).
-func (r *runner) checkInGroups(ctx context.Context, plays []*playbook.Play, args rendered) {
-	var order []*inventory.Host
-	seen := map[string]bool{}
-	for _, p := range plays {
-		for _, h := range r.targets[p] {
-			if !seen[h.Name] {
-				seen[h.Name] = true
-				order = append(order, h)
-			}
-		}
-	}
+func (r *runner) checkInGroups(ctx context.Context, plays []*playbook.Play) {
+	order := checkOrder(plays, r.targets)
 	for start := 0; start == 0 || start < len(order); start += r.o.Forks {
 		group := order[start:min(start+r.o.Forks, len(order))]
 		in := make(map[string]bool, len(group))
@@ -391,6 +436,18 @@ func (r *runner) checkInGroups(ctx context.Context, plays []*playbook.Play, args
 		for i, h := range group {
 			in[h.Name] = true
 			names[i] = h.Name
+		}
+		if start > 0 {
+			// Preflight rendered these hosts' arguments too, and kept
+			// only the first group's.
+			d, err := decideHosts(plays, r.targets, r.later, func(n string) bool { return in[n] }, nil, r.o)
+			if err != nil {
+				r.run.AddError(fmt.Sprintf("decide the tasks of hosts %s: %v", strings.Join(names, ", "), err))
+				return
+			}
+			r.mu.Lock()
+			r.undecided = d
+			r.mu.Unlock()
 		}
 		for _, p := range plays {
 			if r.stopped() {
@@ -404,7 +461,7 @@ func (r *runner) checkInGroups(ctx context.Context, plays []*playbook.Play, args
 			}
 			// A play that targets no host still says so, once.
 			if len(hs) > 0 || start == 0 && len(r.targets[p]) == 0 {
-				r.play(ctx, p, hs, args)
+				r.play(ctx, p, hs)
 			}
 		}
 		if r.stopped() {
@@ -412,6 +469,22 @@ func (r *runner) checkInGroups(ctx context.Context, plays []*playbook.Play, args
 		}
 		r.retire(names)
 	}
+}
+
+// checkOrder is the order a check takes the hosts in: each host once, by
+// its first play.
+func checkOrder(plays []*playbook.Play, targets map[*playbook.Play][]*inventory.Host) []*inventory.Host {
+	var order []*inventory.Host
+	seen := map[string]bool{}
+	for _, p := range plays {
+		for _, h := range targets[p] {
+			if !seen[h.Name] {
+				seen[h.Name] = true
+				order = append(order, h)
+			}
+		}
+	}
+	return order
 }
 
 // retire ends the run for hosts that are done: it releases each one's
@@ -483,7 +556,7 @@ func (r *runner) closeHost(s *hostState) {
 	}
 }
 
-func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.Host, args rendered) {
+func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.Host) {
 	// A check runs a play group by group (checkInGroups): its failures
 	// count over the whole play, and a play stopped in an earlier group
 	// is not started on the next.
@@ -562,7 +635,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 				}
 				return
 			}
-			results := r.runTask(ctx, p, t, active, args[t], become, nil)
+			results := r.runTask(ctx, p, t, active, become, nil)
 			var still []*hostState
 			for i, tr := range results {
 				switch tr.Status {
@@ -622,7 +695,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			r.rollbackUnfinished(ctx, p, cut, "the run was "+r.interruption()+" before this host ran every task")
 			return
 		}
-		failedInBatch += r.flushHandlers(ctx, p, active, notified, args, become)
+		failedInBatch += r.flushHandlers(ctx, p, active, notified, become)
 		var still []*hostState
 		for _, s := range active {
 			if !s.out {
@@ -675,7 +748,7 @@ func (r *runner) planBatch(ctx context.Context, p *playbook.Play, active []*host
 	fanout.Each(r.o.Forks, active, func(i int, s *hostState) {
 		start := time.Now()
 		t := p.Tasks[0]
-		tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Args: r.args[t][s.host.Name], Notify: t.Notify}
+		tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Args: s.args[t], Notify: t.Notify}
 		failed := false
 		tr = r.bounded(ctx, s, tr, r.planTimeout(p), func(ctx context.Context) {
 			if f := r.planHost(ctx, s, p, become); f != nil {
@@ -817,7 +890,7 @@ func failLimit(p *playbook.Play, failed, size int) string {
 	return ""
 }
 
-func (r *runner) flushHandlers(ctx context.Context, p *playbook.Play, active []*hostState, notified map[string]map[string][]string, args rendered, become *bool) (failed int) {
+func (r *runner) flushHandlers(ctx context.Context, p *playbook.Play, active []*hostState, notified map[string]map[string][]string, become *bool) (failed int) {
 	for _, h := range p.Handlers {
 		if r.stopped() {
 			break
@@ -843,7 +916,7 @@ func (r *runner) flushHandlers(ctx context.Context, p *playbook.Play, active []*
 		if len(hs) == 0 {
 			continue
 		}
-		results := r.runTask(ctx, p, h, hs, args[h], become, who)
+		results := r.runTask(ctx, p, h, hs, become, who)
 		for i, tr := range results {
 			if tr.Status == report.Failed || tr.Status == report.Unreachable {
 				hs[i].out = true
@@ -854,7 +927,7 @@ func (r *runner) flushHandlers(ctx context.Context, p *playbook.Play, active []*
 	return failed
 }
 
-func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task, hs []*hostState, args map[string]module.Args, become *bool, because map[string][]string) []*report.TaskResult {
+func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task, hs []*hostState, become *bool, because map[string][]string) []*report.TaskResult {
 	if r.o.Observer != nil {
 		r.o.Observer.TaskStart(t.Name, t.Handler)
 		if ts, ok := r.o.Observer.(report.TaskSizer); ok {
@@ -865,7 +938,7 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 	fanout.Each(r.o.Forks, hs, func(i int, s *hostState) {
 		start := time.Now()
 		tr := &report.TaskResult{Play: p.Name, Task: t.Name, Module: t.Module, Host: s.host.Name, Handler: t.Handler,
-			Args: args[s.host.Name], Notify: t.Notify, NoLog: t.NoLog}
+			Args: s.args[t], Notify: t.Notify, NoLog: t.NoLog}
 		if because != nil {
 			tr.Because = dedupe(because[s.host.Name])
 		}
@@ -1105,7 +1178,7 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 			continue
 		}
 		if pf, ok := m.(module.Prefetcher); ok {
-			if a := r.args[pt][s.host.Name]; a != nil {
+			if a := s.args[pt]; a != nil {
 				qs = append(qs, pf.Prefetch(a))
 			}
 		}
