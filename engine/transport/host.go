@@ -102,7 +102,11 @@ func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *CmdRe
 	if hc, ok := h.conn.(HolderConn); ok {
 		holder = hc.HolderPID()
 	}
-	text, stdin, err := s.build(h.opts.StateDir, holder)
+	exact := false
+	if ec, ok := h.conn.(ExactStdinConn); ok {
+		exact = ec.ExactStdin()
+	}
+	text, stdin, err := s.build(h.opts.StateDir, holder, !exact)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %s: %w", h.Host(), what, err)
 	}

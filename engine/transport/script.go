@@ -36,6 +36,13 @@ const (
 // empty), then one stat prints the metadata of all copies and paths and one
 // cat prints every copy.
 //
+// A backup copy and a manifest line must be on disk before the live path
+// they describe changes, not each at once: _nc_backup and _nc_rec leave
+// theirs pending (_nc_pb, _nc_pm), and the next _nc_sync, which every op
+// calls before its live change and the script's end calls too, syncs them
+// together with its own path. A sync is a process, and a converge writes a
+// handful of files per node.
+//
 // A failed write into the backup area is explained by _nc_wfail, which
 // names the path and says when its file system is full: dash's printf
 // reports every write error as "I/O error".
@@ -124,11 +131,15 @@ _nc_ok() {
 	printf 'O %d %d\n%s' "$1" "${#bk}" "$bk"
 }
 _nc_sfile() {
-	if [ -n "$2" ]; then mkdir -p -- "$SCRATCH/$2" || return 1; fi
+	if [ -n "$2" ] && [ ! -d "$SCRATCH/$2" ]; then mkdir -p -- "$SCRATCH/$2" || return 1; fi
 	mv -f -- "$3" "$SCRATCH/$1" && chmod -- "$4" "$SCRATCH/$1"
 }
 _nc_sync() {
-	sync -- "$1" 2> /dev/null || sync
+	set -- "$@" ${_nc_pb:+"$_nc_pb"} ${_nc_pm:+"$_nc_pm"}
+	_nc_pb=
+	_nc_pm=
+	[ "$#" -gt 0 ] || return 0
+	sync -- "$@" 2> /dev/null || sync
 }
 _nc_dir() {
 	_nc_d=${1%/*}
@@ -137,13 +148,16 @@ _nc_dir() {
 _nc_backup() {
 	bk=$BK$1
 	if [ ! -e "$bk" ] && [ ! -L "$bk" ]; then
-		umask 077
-		mkdir -p -- "${bk%/*}"
-		_nc_r=$?
-		umask 022
-		[ "$_nc_r" = 0 ] || return 1
+		if [ ! -d "${bk%/*}" ]; then
+			umask 077
+			mkdir -p -- "${bk%/*}"
+			_nc_r=$?
+			umask 022
+			[ "$_nc_r" = 0 ] || return 1
+		fi
 		cp -a -- "$1" "$bk" || { _nc_wfail "back up $1 to $bk" "${bk%/*}"; return 1; }
-		_nc_sync "$bk"
+		[ -z "$_nc_pb" ] || _nc_sync
+		_nc_pb=$bk
 	fi
 }
 _nc_wfail() {
@@ -189,11 +203,13 @@ _nc_rec() {
 		return 1
 		;;
 	esac
-	umask 077
-	mkdir -p -- "$BK"
-	_nc_qe=$?
-	umask 022
-	[ "$_nc_qe" = 0 ] || return 1
+	if [ ! -d "$BK" ]; then
+		umask 077
+		mkdir -p -- "$BK"
+		_nc_qe=$?
+		umask 022
+		[ "$_nc_qe" = 0 ] || return 1
+	fi
 	_nc_q "$2"
 	_nc_ml="$1 $_nc_qv"
 	_nc_q "$3"
@@ -203,7 +219,7 @@ _nc_rec() {
 		_nc_wfail "record the op in $BK/MANIFEST" "$BK"
 		return 1
 	}
-	_nc_sync "$BK/MANIFEST"
+	_nc_pm=$BK/MANIFEST
 }
 _nc_write() {
 	bk=
@@ -247,11 +263,12 @@ _nc_move() {
 		_nc_backup "$2" || return 1
 	fi
 	_nc_rec move "$1" "$2" "$_nc_e" "$_nc_db" || return 1
-	_nc_dir "$1"
+	_nc_sync
 	mv -f -T -- "$2" "$1" || return 1
-	_nc_sync "$_nc_d"
 	_nc_dir "$2"
-	_nc_sync "$_nc_d"
+	_nc_sd=$_nc_d
+	_nc_dir "$1"
+	_nc_sync "$_nc_d" "$_nc_sd"
 }
 _nc_remove() {
 	bk=
@@ -262,6 +279,7 @@ _nc_remove() {
 	fi
 	if [ "$2" = 1 ]; then _nc_backup "$1" || return 1; fi
 	_nc_rec remove "$1" "" 1 "$bk" || return 1
+	_nc_sync
 	rm -f -- "$1" || return 1
 	_nc_dir "$1"
 	_nc_sync "$_nc_d"
@@ -324,6 +342,8 @@ export LC_ALL
 umask 022
 T=
 _nc_t=
+_nc_pb=
+_nc_pm=
 trap '[ -z "$T" ] || rm -rf -- "$T"; [ -z "$_nc_t" ] || rm -f -- "$_nc_t"' EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
@@ -333,7 +353,8 @@ _nc_scratch || exit 111
 IFS=
 `
 
-const mainTail = `printf 'Z\n'
+const mainTail = `_nc_sync
+printf 'Z\n'
 }
 `
 
@@ -390,8 +411,10 @@ func (s *script) cmd(i int, c Cmd) error {
 // build returns the script text and its stdin.
 // stateDir is the node's state directory, under which the script's private
 // directory is made. holder, when not 0, is the process the connection's
-// life is tied to (HolderConn); 0 lets the node find its sshd.
-func (s *script) build(stateDir string, holder int) (string, []byte, error) {
+// life is tied to (HolderConn); 0 lets the node find its sshd. filler
+// guards the data against a shell that reads its script from the same
+// stdin (see ExactStdinConn); the start marker is checked either way.
+func (s *script) build(stateDir string, holder int, filler bool) (string, []byte, error) {
 	var text strings.Builder
 	text.WriteString(prelude)
 	text.WriteString(scratchPrelude)
@@ -411,9 +434,11 @@ func (s *script) build(stateDir string, holder int) (string, []byte, error) {
 			return "", nil, err
 		}
 		fmt.Fprintf(&text, "_nc_in %s\n", start)
-		filler := strings.Repeat("#", fillerLineSize-1) + "\n"
-		for range fillerLines {
-			stdin.WriteString(filler)
+		if filler {
+			line := strings.Repeat("#", fillerLineSize-1) + "\n"
+			for range fillerLines {
+				stdin.WriteString(line)
+			}
 		}
 		stdin.WriteString(start + "\n")
 		for i, b := range s.blobs {

@@ -42,6 +42,18 @@ type HolderConn interface {
 	HolderPID() int
 }
 
+// ExactStdinConn is a Conn whose scripts start reading their stdin exactly
+// where the data begins, because the script reached the shell by some way
+// other than the shell's own reads of that stdin (sshconn reads it with an
+// exact-count reader, then evaluates it). No read-ahead can swallow data
+// there, so the filler that guards a plain `sh -s` against it is not sent:
+// reading 16 KiB a line at a time costs a node about 30 ms of CPU per
+// script, a large part of a converge on a node where processes are dear.
+type ExactStdinConn interface {
+	Conn
+	ExactStdin() bool
+}
+
 // CmdResult is what a remote command printed and how it ended.
 type CmdResult struct {
 	Stdout   []byte `json:"-"`

@@ -35,6 +35,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -116,6 +117,10 @@ type conn struct {
 	// forceDD makes sessions use the portable dd reader even where head
 	// is exact; tests use it to prove dd round-trips every byte.
 	forceDD bool
+	// headKind is what the node's head is, once a session has probed it
+	// (headUnknown until then): each probe costs the node a subshell and
+	// two processes, and a converge opens a dozen sessions per node.
+	headKind atomic.Int32
 
 	// redial opens a fresh connection to the same node, to end a
 	// cancelled command when this connection no longer answers (its sshd
@@ -382,6 +387,11 @@ func localUser() string {
 // Name is the inventory name of the host.
 func (c *conn) Name() string { return c.name }
 
+// ExactStdin is true: the bootstrap reads the script with an exact byte
+// count (head -c, or dd bs=1) before evaluating it, so the script's own
+// reads start where its data does.
+func (c *conn) ExactStdin() bool { return true }
+
 // Close ends the sessions, the connection and its jump hosts.
 func (c *conn) Close() error {
 	c.closeOnce.Do(func() {
@@ -469,6 +479,9 @@ const (
 	startMarker     = "##nodeconverge-shell-started## "
 	endMarker       = "# nodeconverge-end-of-script"
 	truncatedMarker = "nodeconverge: script arrived truncated"
+	// headMarker begins the line a probing bootstrap prints after the
+	// start line: "exact" (GNU head stops at the count) or "dd".
+	headMarker = "##nodeconverge-head## "
 	// cancelGrace bounds the extra session that kills a cancelled
 	// command on the node; the caller's context is already done.
 	cancelGrace = 5 * time.Second
@@ -559,15 +572,21 @@ func (c *conn) run(ctx context.Context, script string, stdin []byte, sudoUser st
 	payload := script + "\n" + endMarker + "\n"
 	reader := "cat"
 	if len(stdin) > 0 {
-		// Decided on the node in the same session: GNU head stops at the
-		// byte count, busybox reads ahead and would swallow the caller's
-		// stdin, so it gets the slower exact dd. A separate probe session
-		// would cost a round trip per host.
+		// Decided on the node by the first session that needs it, and
+		// remembered: GNU head stops at the byte count, busybox reads
+		// ahead and would swallow the caller's stdin, so it gets the
+		// slower exact dd. A separate probe session would cost a round
+		// trip per host.
 		n := strconv.Itoa(len(payload))
-		reader = `if [ "$(printf ab | { head -c 1 >/dev/null 2>&1; cat; })" = b ]; then head -c ` + n +
-			`; else dd bs=1 count=` + n + ` 2>/dev/null; fi`
-		if c.forceDD {
-			reader = `dd bs=1 count=` + n + ` 2>/dev/null`
+		head, dd := `head -c `+n, `dd bs=1 count=`+n+` 2>/dev/null`
+		switch {
+		case c.forceDD || c.headKind.Load() == headDD:
+			reader = dd
+		case c.headKind.Load() == headExact:
+			reader = head
+		default:
+			reader = `if [ "$(printf ab | { head -c 1 >/dev/null 2>&1; cat; })" = b ]; then echo "` + headMarker + `exact" >&2; ` + head +
+				`; else echo "` + headMarker + `dd" >&2; ` + dd + `; fi`
 		}
 	}
 	sess, err := c.newSession(ctx)
@@ -649,6 +668,9 @@ func (c *conn) run(ctx context.Context, script string, stdin []byte, sudoUser st
 		}
 		return nil, fmt.Errorf("run on %s: remote shell did not start (exit %d): %s", c.name, code, strings.TrimSpace(string(errBytes)))
 	}
+	if k := c.noteHead(errBytes[j:]); k > 0 {
+		j += k
+	}
 	res.Stderr = append(errBytes[:i:i], errBytes[j:]...)
 	if code == 125 && bytes.Contains(res.Stderr, []byte(truncatedMarker)) {
 		if werr != nil {
@@ -657,6 +679,35 @@ func (c *conn) run(ctx context.Context, script string, stdin []byte, sudoUser st
 		return nil, unreachable("run on %s: script did not arrive whole", c.name)
 	}
 	return res, nil
+}
+
+// headKind values.
+const (
+	headUnknown int32 = iota
+	headExact
+	headDD
+)
+
+// noteHead remembers what a probing bootstrap found the node's head to be,
+// from the line it printed right after the start line; it returns that
+// line's length (0: the session did not probe).
+func (c *conn) noteHead(b []byte) int {
+	if !bytes.HasPrefix(b, []byte(headMarker)) {
+		return 0
+	}
+	end := bytes.IndexByte(b, '\n')
+	if end < 0 {
+		return 0
+	}
+	switch string(b[len(headMarker):end]) {
+	case "exact":
+		c.headKind.Store(headExact)
+	case "dd":
+		c.headKind.Store(headDD)
+	default:
+		return 0
+	}
+	return end + 1
 }
 
 // killRemote terminates a cancelled command on the node: its whole

@@ -594,3 +594,67 @@ func readFile(t *testing.T, p string) []byte {
 	}
 	return b
 }
+
+// plainConn hides the connection's ExactStdin, so a Host sends the filler a
+// plain `sh -s` needs.
+type plainConn struct{ transport.Conn }
+
+// TestHostDataWithoutFiller: over SSH a Host sends a write's data without the
+// 16 KiB of filler (ExactStdin), and the node still gets every byte, as it
+// does with the filler.
+func TestHostDataWithoutFiller(t *testing.T) {
+	f := newFixture(t)
+	c := dial(t, f.opts, f.target())
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	content := append([]byte("NCDATA-0\n\n"), all...)
+	dir := t.TempDir()
+	sent := map[string]int64{}
+	for name, conn := range map[string]transport.Conn{"exact": c, "plain": plainConn{c}} {
+		h := transport.NewHost(conn, transport.HostOptions{StateDir: filepath.Join(dir, name+"-state")})
+		p := filepath.Join(dir, name)
+		if _, err := h.Apply(context.Background(), []transport.Op{{Kind: transport.OpWrite, Path: p, Content: content, Mode: 0o600}}); err != nil {
+			t.Fatalf("%s: Apply: %v", name, err)
+		}
+		sent[name] = h.Stats().BytesSent
+		got, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !bytes.Equal(got, content) {
+			t.Errorf("%s: the node wrote %q, want %q", name, got, content)
+		}
+	}
+	if d := sent["plain"] - sent["exact"]; d < 16*1024 {
+		t.Errorf("sent %d bytes with the filler and %d without: the filler (16 KiB) was not dropped", sent["plain"], sent["exact"])
+	}
+}
+
+// TestHeadProbedOnce: the first session that sends data finds out whether
+// the node's head is exact; later sessions use what it found, and neither
+// shows the probe's line in the command's stderr.
+func TestHeadProbedOnce(t *testing.T) {
+	f := newFixture(t)
+	c := dial(t, f.opts, f.target()).(*conn)
+	if k := c.headKind.Load(); k != headUnknown {
+		t.Fatalf("head kind %d before any session", k)
+	}
+	res := run(t, c, "cat; echo err >&2", []byte("data"))
+	if string(res.Stdout) != "data" || string(res.Stderr) != "err\n" {
+		t.Errorf("probing session: stdout %q stderr %q, want \"data\" and \"err\\n\"", res.Stdout, res.Stderr)
+	}
+	if k := c.headKind.Load(); k != headExact {
+		t.Fatalf("head kind %d, want exact (%d): this machine's head is GNU's", k, headExact)
+	}
+	// Had the next session probed again, it would find exact again.
+	c.headKind.Store(headDD)
+	res = run(t, c, "cat; echo err >&2", []byte("data"))
+	if string(res.Stdout) != "data" || string(res.Stderr) != "err\n" {
+		t.Errorf("next session: stdout %q stderr %q, want \"data\" and \"err\\n\"", res.Stdout, res.Stderr)
+	}
+	if k := c.headKind.Load(); k != headDD {
+		t.Errorf("the next session probed again (head kind %d)", k)
+	}
+}

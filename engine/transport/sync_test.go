@@ -1,0 +1,115 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestApplySyncsBeforeLiveChange: the backup and the manifest line an op
+// records are on disk before its live path changes, synced together with
+// the op's own temporary file (one sync, not one each), and a change's
+// directories are synced after it. sync, mv and rm are wrapped on the
+// node's PATH by logging stand-ins that then run the real program.
+func TestApplySyncsBeforeLiveChange(t *testing.T) {
+	for _, sh := range shells {
+		t.Run(sh, func(t *testing.T) {
+			root := t.TempDir()
+			bin := filepath.Join(root, "bin")
+			log := filepath.Join(root, "log")
+			if err := os.MkdirAll(bin, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, prog := range []string{"sync", "mv", "rm"} {
+				real := "/usr/bin/" + prog
+				if _, err := os.Stat(real); err != nil {
+					real = "/bin/" + prog
+				}
+				w := fmt.Sprintf("#!/bin/sh\necho %s \"$@\" >> %s\nexec %s \"$@\"\n", prog, log, real)
+				if err := os.WriteFile(filepath.Join(bin, prog), []byte(w), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			state := filepath.Join(root, "state")
+			live := filepath.Join(root, "etc")
+			runID := "20261201T040000Z-sync"
+			h := NewHost(&local{name: "node-" + sh, shell: sh, env: []string{"PATH=" + bin + ":" + NodePath, "LC_ALL=C"}},
+				HostOptions{RunID: runID, StateDir: state})
+			existing := filepath.Join(live, "existing.toml")
+			writeFile(t, existing, []byte("old\n"), 0o644)
+			moved := filepath.Join(live, "conf.d", "zz.toml")
+			writeFile(t, moved, []byte("registry\n"), 0o644)
+			removed := filepath.Join(live, "conf.d", "gone.toml")
+			writeFile(t, removed, []byte("gone\n"), 0o644)
+			ops := []Op{
+				{Kind: OpWrite, Path: existing, Content: []byte("new\n"), Backup: true},
+				{Kind: OpMove, From: moved, Path: filepath.Join(live, "disabled", "zz.toml"), Backup: true},
+				{Kind: OpRemove, Path: removed, Backup: true},
+			}
+			if _, err := h.Apply(context.Background(), ops); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				// Only the ops: the script's own scratch removal is not one.
+				if !strings.Contains(l, "/state/tmp/") {
+					lines = append(lines, l)
+				}
+			}
+			bk := filepath.Join(state, "backups", runID)
+			manifest := filepath.Join(bk, "MANIFEST")
+			// Each live change (the write's rename, the move, the remove)
+			// must come after a sync of its backup and of the manifest.
+			changes := []struct{ prefix, backup string }{
+				{"mv -f -T -- " + filepath.Join(live, ".nodeconverge."), bk + existing},
+				{"mv -f -T -- " + moved, bk + moved},
+				{"rm -f -- " + removed, bk + removed},
+			}
+			synced := map[string]bool{}
+			syncs := 0
+			next := 0
+			for _, l := range lines {
+				if strings.HasPrefix(l, "sync ") {
+					syncs++
+					for _, f := range strings.Fields(strings.TrimPrefix(l, "sync -- ")) {
+						synced[f] = true
+					}
+					continue
+				}
+				if next < len(changes) && strings.HasPrefix(l, changes[next].prefix) {
+					c := changes[next]
+					if !synced[c.backup] || !synced[manifest] {
+						t.Errorf("%q ran before its backup %s and the manifest were synced (synced so far: %v)", l, c.backup, keys(synced))
+					}
+					delete(synced, manifest)
+					next++
+				}
+			}
+			if next != len(changes) {
+				t.Fatalf("saw %d of %d live changes in the log:\n%s", next, len(changes), strings.Join(lines, "\n"))
+			}
+			// write: 1 before the rename, 1 for the directory; move: 1
+			// before, 1 for both directories; remove: 1 before, 1 after.
+			if syncs != 6 {
+				t.Errorf("%d syncs for 3 ops, want 6:\n%s", syncs, strings.Join(lines, "\n"))
+			}
+		})
+	}
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
