@@ -183,3 +183,56 @@ func TestApplyClosesHostAfterItsLastBatch(t *testing.T) {
 		t.Errorf("at most %d connections open at once (%d left open), want 1 (0)", oc.max, oc.open)
 	}
 }
+
+// A check renders each later group's arguments as the group starts (only
+// the first group's are kept from preflight): every host still gets its
+// own arguments and its own when: decision, group after group.
+func TestCheckRendersEachGroupAsItStarts(t *testing.T) {
+	hosts := []string{"h1", "h2", "h3", "h4", "h5"}
+	e := newEnv(t, hosts...)
+	plays := e.load("- hosts: all\n  tasks:\n" + task("one", "t1") +
+		"    - name: two\n      when: inventory_hostname != 'h4'\n      test_file:\n        path: \"{{ dir }}/{{ inventory_hostname }}.t2\"\n        content: \"{{ inventory_hostname }}\\n\"\n        label: t2\n")
+	o := e.options(true)
+	o.Forks = 2
+	run := e.run(plays, o)
+	res := results(t, run)
+	for _, h := range hosts {
+		tr := res["one "+h]
+		if tr == nil || tr.Status != report.Changed {
+			t.Fatalf("one %s = %+v, want changed", h, tr)
+		}
+		if a, ok := tr.Args.(*fileArgs); !ok || a.Path != e.path(h, "t1") {
+			t.Errorf("one %s ran with arguments %+v, want its own path %s", h, tr.Args, e.path(h, "t1"))
+		}
+		two := res["two "+h]
+		switch {
+		case h == "h4":
+			if two == nil || two.Status != report.Skipped || !strings.Contains(two.Msg, "Conditional result was False") {
+				t.Errorf("two h4 = %+v, want skipped by its when:", two)
+			}
+		case two == nil || two.Status != report.Changed:
+			t.Errorf("two %s = %+v, want changed", h, two)
+		default:
+			if a, ok := two.Args.(*fileArgs); !ok || a.Content != h+"\n" {
+				t.Errorf("two %s ran with arguments %+v, want content %q", h, two.Args, h+"\n")
+			}
+		}
+	}
+}
+
+// Preflight still renders every host, so a host of the last group that
+// cannot render fails the run before any host is dialled.
+func TestCheckPreflightCoversLaterGroups(t *testing.T) {
+	e := newEnv(t, "h1", "h2", "h3")
+	plays := e.load("- hosts: all\n  tasks:\n" + task("one", "t1") +
+		"    - name: typo\n      when: inventory_hostname == 'h3'\n      test_file:\n        path: \"{{ dir }}/x\"\n        content: \"{{ no_such_var }}\"\n        label: typo\n")
+	o := e.options(true)
+	o.Forks = 1
+	_, err := runner.Run(context.Background(), e.inv, plays, o)
+	if err == nil || !strings.Contains(err.Error(), "host h3") || !strings.Contains(err.Error(), `undefined variable "no_such_var"`) {
+		t.Fatalf("err = %v, want h3's undefined variable", err)
+	}
+	if n := e.dials.Load(); n != 0 {
+		t.Errorf("dialled %d hosts before preflight passed", n)
+	}
+}
