@@ -178,10 +178,8 @@ type runner struct {
 	mu     sync.Mutex
 	// stop ends when the run is interrupted: nothing new starts after it.
 	stop context.Context
-	// later are the tasks decided when a host reaches them (keywords.go);
-	// plays the run's plays, for deciding a group's hosts.
+	// later are the tasks decided when a host reaches them (keywords.go).
 	later map[*playbook.Task]bool
-	plays []*playbook.Play
 	// undecided is, per host without a state yet, what preflight decided
 	// for it; the host's state takes it over (state). A check keeps only
 	// the first group's: the next groups are decided as they start, so a
@@ -352,7 +350,7 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 		return nil, err
 	}
 	r := newRunner(ctx, inv, o, o.Check)
-	r.targets, r.later, r.plays, r.undecided = targets, later, plays, undecided
+	r.targets, r.later, r.undecided = targets, later, undecided
 	for _, p := range plays {
 		for _, t := range p.AllTasks() {
 			r.playOf[t] = p
