@@ -10,13 +10,13 @@ import (
 
 	"nodeconverge/engine/fanout"
 	"nodeconverge/engine/inventory"
+	"nodeconverge/engine/module"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/redact"
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/transport"
 	"nodeconverge/engine/transport/sshconn"
 	"nodeconverge/modules/containerd/ctrconf"
-	containerdsettings "nodeconverge/modules/containerd_settings"
 )
 
 // ExplainOptions are the flags of `nodeconverge explain`.
@@ -26,8 +26,9 @@ type ExplainOptions struct {
 	Containerd string
 	JSON       bool
 	All        bool
-	// Playbook, when set, adds each value its containerd_settings tasks
-	// declare: in effect or not, and which file decides it.
+	// Playbook, when set, adds each value its tasks declare (the tasks of
+	// modules that are a ctrconf.Declarer): in effect or not, and which
+	// file decides it.
 	Playbook string
 	Stdout   io.Writer
 }
@@ -39,7 +40,7 @@ type HostExplanation struct {
 	Explanation *ctrconf.Explanation `json:"explanation,omitempty"`
 	// Declared are the playbook's declared values on this host (with
 	// --playbook).
-	Declared []containerdsettings.DeclaredValue `json:"declared,omitempty"`
+	Declared []ctrconf.DeclaredValue `json:"declared,omitempty"`
 }
 
 // Explain measures, per host, which file owns what in containerd's
@@ -75,7 +76,9 @@ func Explain(ctx context.Context, o ExplainOptions) (int, error) {
 	fanout.Each(o.Forks, hosts, func(i int, h *inventory.Host) {
 		out[i] = explainHost(ctx, dial, h, o)
 		if out[i].Explanation != nil {
-			out[i].Declared = containerdsettings.Explain(out[i].Explanation, declared[h.Name])
+			for _, d := range declared[h.Name] {
+				out[i].Declared = append(out[i].Declared, d.Place(out[i].Explanation)...)
+			}
 		}
 	})
 	code := report.ExitOK
@@ -205,11 +208,11 @@ func writeExplanation(w io.Writer, he HostExplanation, all bool) {
 	fmt.Fprintln(w)
 }
 
-// declaredSettings reads the values every containerd_settings task of a
-// playbook declares, per host its play targets. Values are taken as
-// written: a templated value is refused here (apply --check renders it).
-func declaredSettings(inv *inventory.Inventory, path string) (map[string]containerdsettings.Settings, error) {
-	out := map[string]containerdsettings.Settings{}
+// declaredSettings reads what every task of a playbook whose module is a
+// ctrconf.Declarer declares, per host its play targets. Values are taken
+// as written: a templated value is refused here (apply --check renders it).
+func declaredSettings(inv *inventory.Inventory, path string) (map[string][]ctrconf.Declaration, error) {
+	out := map[string][]ctrconf.Declaration{}
 	if path == "" {
 		return out, nil
 	}
@@ -223,15 +226,20 @@ func declaredSettings(inv *inventory.Inventory, path string) (map[string]contain
 			return nil, fmt.Errorf("%s: play %q: hosts: %w", path, play.Name, err)
 		}
 		for _, t := range play.Tasks {
-			if t.Module != "containerd_settings" {
+			m, ok := module.Lookup(t.Module)
+			if !ok {
 				continue
 			}
-			s, err := containerdsettings.ArgsOf(t.Args)
+			dm, ok := m.(ctrconf.Declarer)
+			if !ok {
+				continue
+			}
+			d, err := dm.Declared(t.Args)
 			if err != nil {
 				return nil, fmt.Errorf("%s: task %q (explain reads declared values as written; use apply --check for templated ones): %w", t.Pos, t.Name, err)
 			}
 			for _, h := range hosts {
-				out[h.Name] = append(out[h.Name], s...)
+				out[h.Name] = append(out[h.Name], d)
 			}
 		}
 	}

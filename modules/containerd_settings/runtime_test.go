@@ -55,7 +55,7 @@ func TestExplainDeclared(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := Explain(ex, a.Settings)
+			got := a.Settings.Place(ex)
 			dropin := filepath.Join(n.confd, "99-nvidia.toml")
 			if len(got) != 3 {
 				t.Fatalf("got %+v", got)
