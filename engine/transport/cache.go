@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -130,54 +129,6 @@ func changes(op Op, r string) bool {
 		}
 	}
 	return false
-}
-
-// Written is f as Apply leaves it when it replaces prev: a zero Mode and
-// empty Owner and Group keep the previous file's, and a new file without a
-// mode is created 0644. The check-mode overlay and the read cache both
-// predict files this way, so neither reports a change apply never makes.
-func (f *FileInfo) Written(prev *FileInfo) *FileInfo {
-	c := *f
-	if !c.Exists {
-		return &c
-	}
-	if prev != nil && prev.Exists && !prev.IsDir {
-		if c.Mode == 0 {
-			c.Mode = prev.Mode
-		}
-		if c.Owner == "" {
-			c.Owner, c.UID = prev.Owner, prev.UID
-		}
-		if c.Group == "" {
-			c.Group, c.GID = prev.Group, prev.GID
-		}
-	} else if c.Mode == 0 {
-		c.Mode = 0o644
-	}
-	return &c
-}
-
-// ShellMatch matches a path against a glob as the node's shell expands it:
-// segment by segment, and a segment starting with '.' is matched only by a
-// pattern segment that starts with '.' too (filepath.Match alone lets `*`
-// match hidden files, which a shell glob never lists).
-func ShellMatch(glob, p string) (bool, error) {
-	gs, ps := strings.Split(glob, "/"), strings.Split(p, "/")
-	if len(gs) != len(ps) {
-		// Still report a malformed pattern, whatever the path.
-		_, err := filepath.Match(glob, p)
-		return false, err
-	}
-	for i := range gs {
-		if strings.HasPrefix(ps[i], ".") && !strings.HasPrefix(gs[i], ".") {
-			return false, nil
-		}
-		ok, err := filepath.Match(gs[i], ps[i])
-		if err != nil || !ok {
-			return false, err
-		}
-	}
-	return true, nil
 }
 
 // lookup answers q from the cache when every item of it is there.
