@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"nodeconverge/engine/inventory"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/redact"
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/runner"
 	"nodeconverge/engine/savedplan"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 	"nodeconverge/engine/transport/sshconn"
 	"nodeconverge/engine/vault"
 
@@ -123,14 +125,14 @@ func (f Fleet) Dialer() func(ctx context.Context, h *inventory.Host, become bool
 			return nil, err
 		}
 		if kind == "local" {
-			lo := transport.LocalOptions{Root: f.HostRoot}
+			lo := localconn.Options{Root: f.HostRoot}
 			if become {
 				lo.BecomeUser = h.Conn.BecomeUser
 				if lo.BecomeUser == "" {
 					lo.BecomeUser = "root"
 				}
 			}
-			return transport.DialLocal(h.Name, lo)
+			return localconn.Dial(h.Name, lo)
 		}
 		if inventory.SetsProxyCommand(h.Conn.CommonArgs) {
 			return nil, fmt.Errorf("%s: ansible_ssh_common_args sets ProxyCommand, a shell command, which nodeconverge does not take from inventory variables; set ProxyCommand in the ssh config (--ssh-config) or use ProxyJump (-J)", h.Name)
@@ -210,7 +212,7 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 		Check: o.Check, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra, Timeout: o.Timeout,
 		InterruptGrace: o.InterruptGrace, Abort: o.Abort,
 		Dial: o.Dialer(), IsUnreachable: sshconn.IsUnreachable,
-		HostOptions: transport.HostOptions{StateDir: o.StateDir},
+		HostOptions: node.HostOptions{StateDir: o.StateDir},
 		Observer:    observer(o, out),
 	}
 	if len(o.Playbooks) == 1 && savedplan.IsPlanFile(o.Playbooks[0]) {

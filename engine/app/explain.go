@@ -11,6 +11,7 @@ import (
 	"nodeconverge/engine/fanout"
 	"nodeconverge/engine/inventory"
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/redact"
 	"nodeconverge/engine/report"
@@ -116,7 +117,7 @@ func explainHost(ctx context.Context, dial func(context.Context, *inventory.Host
 			fmt.Fprintf(o.Stdout, "close %s: %v\n", h.Name, err)
 		}
 	}()
-	r := transport.ReadOnly(transport.NewHost(c, transport.HostOptions{}))
+	r := transport.ReadOnly(node.NewHost(c, node.HostOptions{}))
 	ex, err := ctrconf.Explain(ctx, r, o.Config, o.Containerd)
 	if err != nil {
 		return HostExplanation{Host: h.Name, Error: err.Error()}

@@ -45,7 +45,7 @@ type Module interface {
 // Prefetcher is implemented by modules that know, from their arguments
 // alone, what their Check will read. The runner merges the queries of every
 // task of a play into one round trip per host before the first task, and
-// the transport answers the tasks' own Queries from what it read.
+// the Host (engine/node) answers the tasks' own Queries from what it read.
 type Prefetcher interface {
 	Prefetch(args Args) transport.Query
 }

@@ -9,18 +9,20 @@ import (
 	"testing"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/overlay"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 )
 
-// node is a temp directory served by a real shell through transport.Local.
-type node struct {
+// testNode is a temp directory served by a real shell through localconn.
+type testNode struct {
 	t    *testing.T
 	root string
-	h    *transport.Host
+	h    *node.Host
 }
 
-func newNode(t *testing.T, files map[string]string) *node {
+func newNode(t *testing.T, files map[string]string) *testNode {
 	t.Helper()
 	root := t.TempDir()
 	for rel, content := range files {
@@ -32,13 +34,13 @@ func newNode(t *testing.T, files map[string]string) *node {
 			t.Fatal(err)
 		}
 	}
-	h := transport.NewHost(transport.NewLocal("n1"), transport.HostOptions{StateDir: filepath.Join(root, "state"), RunID: "20260101T000000Z-test"})
-	return &node{t: t, root: root, h: h}
+	h := node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(root, "state"), RunID: "20260101T000000Z-test"})
+	return &testNode{t: t, root: root, h: h}
 }
 
-func (n *node) p(rel string) string { return filepath.Join(n.root, rel) }
+func (n *testNode) p(rel string) string { return filepath.Join(n.root, rel) }
 
-func (n *node) live(rel string) (string, bool) {
+func (n *testNode) live(rel string) (string, bool) {
 	n.t.Helper()
 	b, err := os.ReadFile(n.p(rel))
 	if os.IsNotExist(err) {

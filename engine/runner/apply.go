@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/overlay"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/report"
@@ -265,7 +266,7 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 
 // clearPending removes the record of an owed handler that has run.
 func (r *runner) clearPending(ctx context.Context, s *hostState, handler string) error {
-	if _, err := s.h.Apply(ctx, []transport.Op{transport.ClearPendingOp(s.h.StateDir(), handler)}); err != nil {
+	if _, err := s.h.Apply(ctx, []transport.Op{node.ClearPendingOp(s.h.StateDir(), handler)}); err != nil {
 		return fmt.Errorf("clear pending %q: %w", handler, err)
 	}
 	delete(s.pending, handler)
@@ -398,7 +399,7 @@ func (r *runner) reowe(ctx context.Context, s *hostState) error {
 	sort.Strings(names)
 	var ops []transport.Op
 	for _, hn := range names {
-		op, err := transport.PendingOp(s.h.StateDir(), transport.PendingRecord{Handler: hn, RunID: r.o.RunID, Files: s.owed[hn], Since: time.Now().UTC()})
+		op, err := node.PendingOp(s.h.StateDir(), node.PendingRecord{Handler: hn, RunID: r.o.RunID, Files: s.owed[hn], Since: time.Now().UTC()})
 		if err != nil {
 			return fmt.Errorf("record pending handlers again: %w", err)
 		}

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/runner"
 	"nodeconverge/engine/savedplan"
-	"nodeconverge/engine/transport"
 	_ "nodeconverge/modules/command"
 	_ "nodeconverge/modules/shell"
 )
@@ -230,7 +230,7 @@ func TestRollbackOwesServedHandler(t *testing.T) {
 		t.Error("h1.t1 still there after the rollback")
 	}
 	for _, hn := range []string{"restart", "gate"} {
-		if _, err := os.Stat(transport.PendingPath(e.state, hn)); err != nil {
+		if _, err := os.Stat(node.PendingPath(e.state, hn)); err != nil {
 			t.Errorf("handler %s not owed after the rollback: %v", hn, err)
 		}
 	}

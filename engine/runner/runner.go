@@ -23,6 +23,7 @@ import (
 	"nodeconverge/engine/fanout"
 	"nodeconverge/engine/inventory"
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/overlay"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/report"
@@ -41,7 +42,7 @@ type Options struct {
 	// unreachable, the others go on) from other errors.
 	IsUnreachable func(error) bool
 	RunID         string
-	HostOptions   transport.HostOptions
+	HostOptions   node.HostOptions
 	Observer      report.Observer
 	// Timeout bounds each task (and each host's planning of a play) on
 	// each host, unless the task sets its own `timeout:`; zero means
@@ -89,7 +90,7 @@ func (o *Options) setDefaults() {
 		o.Forks = 20
 	}
 	if o.RunID == "" {
-		o.RunID = transport.NewRunID(time.Now())
+		o.RunID = node.NewRunID(time.Now())
 	}
 	if o.IsUnreachable == nil {
 		o.IsUnreachable = func(error) bool { return false }
@@ -106,7 +107,7 @@ type hostState struct {
 	host *inventory.Host
 	mu   sync.Mutex
 	conn transport.Conn
-	h    *transport.Host
+	h    *node.Host
 	// plan overlays the planned writes of earlier tasks in check mode;
 	// reads, under it, fingerprints what the plan was made from.
 	plan  *overlay.Overlay
@@ -114,10 +115,10 @@ type hostState struct {
 	// prefetched marks the plays whose reads were fetched ahead.
 	prefetched map[*playbook.Play]bool
 	// lock is the node lock an apply run holds from its first task on.
-	lock *transport.NodeLock
+	lock *node.NodeLock
 	// pending are handlers owed on the node by earlier runs that died
 	// between a write and its handler; owed are those this run recorded.
-	pending map[string]transport.PendingRecord
+	pending map[string]node.PendingRecord
 	owed    map[string][]string
 	// served are the handlers this run ran (and cleared) on the host.
 	served map[string]bool
@@ -990,7 +991,7 @@ func dedupe(in []string) []string {
 	return out
 }
 
-func (r *runner) connect(ctx context.Context, s *hostState, become *bool) (*transport.Host, error) {
+func (r *runner) connect(ctx context.Context, s *hostState, become *bool) (*node.Host, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.h != nil {
@@ -1009,12 +1010,12 @@ func (r *runner) connect(ctx context.Context, s *hostState, become *bool) (*tran
 	s.conn = c
 	hopts := r.o.HostOptions
 	hopts.RunID = r.o.RunID
-	h := transport.NewHost(c, hopts)
+	h := node.NewHost(c, hopts)
 	if !r.o.Check {
 		// One apply per node at a time. Check mode takes no lock: it
 		// never writes, and every write of an apply is atomic per file.
 		at(ctx, s, "take the node lock")
-		lock, err := h.Lock(ctx, true, transport.NewLockOwner(r.o.RunID))
+		lock, err := h.Lock(ctx, true, node.NewLockOwner(r.o.RunID))
 		if err != nil {
 			return nil, err
 		}
@@ -1169,7 +1170,7 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 	}
 	s.prefetched[p] = true
 	at(ctx, s, "read ahead")
-	qs := []transport.Query{{Globs: []string{path.Join(transport.PendingDir(s.h.StateDir()), "*.json")}}}
+	qs := []transport.Query{{Globs: []string{path.Join(node.PendingDir(s.h.StateDir()), "*.json")}}}
 	for _, pt := range p.AllTasks() {
 		m, ok := lookup(pt)
 		if !ok {
@@ -1181,7 +1182,7 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 			}
 		}
 	}
-	if err := s.h.Prefetch(ctx, transport.MergeQueries(qs...)); err != nil {
+	if err := s.h.Prefetch(ctx, node.MergeQueries(qs...)); err != nil {
 		return fmt.Errorf("read ahead: %w", err)
 	}
 	if s.pending == nil {
@@ -1222,7 +1223,7 @@ func (r *runner) owedWriter(s *hostState, t *playbook.Task, plan *module.Plan) (
 		for _, f := range plan.Files {
 			s.owed[hn] = append(s.owed[hn], f.Path)
 		}
-		op, err := transport.PendingOp(s.h.StateDir(), transport.PendingRecord{Handler: hn, RunID: r.o.RunID, Files: s.owed[hn], Since: time.Now().UTC()})
+		op, err := node.PendingOp(s.h.StateDir(), node.PendingRecord{Handler: hn, RunID: r.o.RunID, Files: s.owed[hn], Since: time.Now().UTC()})
 		if err != nil {
 			return nil, fmt.Errorf("record pending handlers: %w", err)
 		}
@@ -1258,7 +1259,7 @@ func (w backupWriter) Apply(ctx context.Context, ops []transport.Op) ([]transpor
 // restart of a killed run's bad change could only restart on that change.
 type owingWriter struct {
 	transport.Writer
-	host  *transport.Host
+	host  *node.Host
 	owing string
 	// restored are the paths the owing run's rollback restored.
 	restored []string

@@ -16,15 +16,17 @@ import (
 
 	"nodeconverge/engine/inventory"
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/runner"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 	_ "nodeconverge/modules/copy"
 )
 
 // The runner is tested with two test-only modules that run against real
-// files through transport.NewLocal (a real `sh -s`, no SSH) and report what
+// files through localconn.New (a real `sh -s`, no SSH) and report what
 // the runner asked of them to the current probe.
 //
 //	test_file     makes a file hold content; fail_on makes Check fail on
@@ -299,10 +301,10 @@ func (e *env) options(check bool) runner.Options {
 			if e.unreachable[h.Name] {
 				return nil, fmt.Errorf("dial %s: %w", h.Name, errUnreachable)
 			}
-			return transport.NewLocal(h.Name), nil
+			return localconn.New(h.Name), nil
 		},
 		IsUnreachable: func(err error) bool { return errors.Is(err, errUnreachable) },
-		HostOptions:   transport.HostOptions{StateDir: e.state},
+		HostOptions:   node.HostOptions{StateDir: e.state},
 	}
 }
 
@@ -564,7 +566,7 @@ func TestHandlersRunOnceWhereNotified(t *testing.T) {
 	if firstRestart < lastT3 {
 		t.Errorf("a handler ran before the last task finished:\n%s", strings.Join(log, "\n"))
 	}
-	if _, err := os.Stat(transport.PendingPath(e.state, "restart")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(node.PendingPath(e.state, "restart")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pending record left after the handler ran: %v", err)
 	}
 }
@@ -603,7 +605,7 @@ func TestFailedHandlerStopsSerialRollout(t *testing.T) {
 		t.Error("h2 was written")
 	}
 	// The failed handler leaves its record: the next run owes it.
-	if _, err := os.Stat(transport.PendingPath(e.state, "restart")); err != nil {
+	if _, err := os.Stat(node.PendingPath(e.state, "restart")); err != nil {
 		t.Errorf("pending record after a failed handler: %v", err)
 	}
 	if run.ExitCode() != report.ExitFailed {
@@ -628,12 +630,12 @@ func TestCheckModeNeverApplies(t *testing.T) {
 	// 7), so that may exist, and empty once the run is over.
 	if es, err := os.ReadDir(e.state); err == nil {
 		for _, de := range es {
-			if de.Name() != transport.ScratchDirName {
+			if de.Name() != node.ScratchDirName {
 				t.Errorf("check mode created %s in the state dir", de.Name())
 			}
 		}
-		if left, err := os.ReadDir(filepath.Join(e.state, transport.ScratchDirName)); err != nil || len(left) != 0 {
-			t.Errorf("left in %s/%s after a check run: %v, %v", e.state, transport.ScratchDirName, left, err)
+		if left, err := os.ReadDir(filepath.Join(e.state, node.ScratchDirName)); err != nil || len(left) != 0 {
+			t.Errorf("left in %s/%s after a check run: %v, %v", e.state, node.ScratchDirName, left, err)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
@@ -739,8 +741,8 @@ func TestUnreachableHostLeavesOthersGoing(t *testing.T) {
 func TestOwedHandlerRunsAndClears(t *testing.T) {
 	e := newEnv(t, "h1")
 	e.write("h1", "t1", "t1\n") // the task has nothing to do
-	old := transport.NewHost(transport.NewLocal("h1"), transport.HostOptions{StateDir: e.state, RunID: "20250101T000000Z-dead"})
-	op, err := transport.PendingOp(e.state, transport.PendingRecord{Handler: "restart", RunID: "20250101T000000Z-dead", Files: []string{"/etc/x.toml"}, Since: time.Now().UTC()})
+	old := node.NewHost(localconn.New("h1"), node.HostOptions{StateDir: e.state, RunID: "20250101T000000Z-dead"})
+	op, err := node.PendingOp(e.state, node.PendingRecord{Handler: "restart", RunID: "20250101T000000Z-dead", Files: []string{"/etc/x.toml"}, Since: time.Now().UTC()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -760,7 +762,7 @@ func TestOwedHandlerRunsAndClears(t *testing.T) {
 	if e.p.restarts["h1"] != 1 {
 		t.Errorf("restarts = %v", e.p.restarts)
 	}
-	if _, err := os.Stat(transport.PendingPath(e.state, "restart")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(node.PendingPath(e.state, "restart")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pending record after the owed handler ran: %v", err)
 	}
 	// Nothing is owed any more.

@@ -10,10 +10,10 @@ import (
 	"nodeconverge/engine/fanout"
 	"nodeconverge/engine/inventory"
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/savedplan"
-	"nodeconverge/engine/transport"
 )
 
 // ApplySaved applies a saved plan: on each host, exactly the steps check
@@ -145,7 +145,7 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 
 // stale compares the live files, and the matches of the globs the plan
 // expanded, with what the plan was made from, in one round trip.
-func stale(ctx context.Context, h *transport.Host, hp *savedplan.HostPlan) (string, error) {
+func stale(ctx context.Context, h *node.Host, hp *savedplan.HostPlan) (string, error) {
 	d, err := fingerprintDrift(ctx, h, hp.Fingerprints(), hp.Listings, "changed since the plan was made")
 	if err != nil {
 		return "", fmt.Errorf("read planned files: %w", err)

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/report"
-	"nodeconverge/engine/transport"
 )
 
 // Every remote step of a task runs under the task's deadline (the task's
@@ -181,7 +181,7 @@ func (r *runner) rollbackContext(ctx context.Context, s *hostState) (context.Con
 	old := s.h
 	hopts := r.o.HostOptions
 	hopts.RunID = r.o.RunID
-	s.h = transport.NewHost(c, hopts)
+	s.h = node.NewHost(c, hopts)
 	return rctx, func() {
 		cancel()
 		s.h = old

@@ -8,7 +8,7 @@ import "strings"
 // never empty: an empty argument becomes a pair of single quotes.
 //
 // A shell word cannot hold a NUL byte; callers that accept arbitrary
-// strings reject them first (see checkNUL).
+// strings reject them first (engine/node's checkNUL).
 func ShellQuote(s string) string {
 	if s != "" && isShellSafe(s) {
 		return s

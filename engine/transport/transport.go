@@ -1,8 +1,15 @@
-// Package transport is how nodeconverge talks to a node. It is split in two on
-// purpose: planning code receives a Reader, which has no method that can change
-// a live path, and only the apply step receives a Writer. Check mode is safe
-// because the planning step cannot name a write, not because every module
-// remembers an `if !apply`.
+// Package transport is the vocabulary every part of nodeconverge shares for
+// talking to a node: the Conn a connection provides (sshconn, localconn),
+// and the Reader and Writer a module plans and applies through, with their
+// requests and answers. It holds no implementation of either, so a module
+// depends on what it may ask of a node, not on how the asking is done; the
+// node-side protocol that implements Reader and Writer over a Conn is
+// engine/node.
+//
+// Reading and writing are split on purpose: planning code receives a Reader,
+// which has no method that can change a live path, and only the apply step
+// receives a Writer. Check mode is safe because the planning step cannot
+// name a write, not because every module remembers an `if !apply`.
 //
 // Every method is one remote round trip: a module gathers its whole state with
 // one Query, validates a candidate with one Stage, and applies with one Apply.
@@ -17,9 +24,9 @@ import (
 )
 
 // Conn runs one shell script on a node and returns its output. It is the only
-// primitive a connection has to provide; SSH implements it over one
-// connection per host, and Local implements it for tests of the remote
-// scripts themselves.
+// primitive a connection has to provide; sshconn implements it over one
+// connection per host, and localconn on this machine (pull mode, a host
+// root, and tests of the remote scripts themselves).
 type Conn interface {
 	// Run starts `sh -s` (wrapped in `sudo -n` when the connection becomes
 	// another user), feeds script then stdin on its standard input, and

@@ -8,17 +8,19 @@ import (
 	"testing"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 	"nodeconverge/modules/command"
 )
 
-func newHost(t *testing.T) (*transport.Host, string) {
+func newHost(t *testing.T) (*node.Host, string) {
 	t.Helper()
 	root := t.TempDir()
-	return transport.NewHost(transport.NewLocal("n1"), transport.HostOptions{StateDir: filepath.Join(root, "state"), RunID: "20260101T000000Z-test"}), root
+	return node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(root, "state"), RunID: "20260101T000000Z-test"}), root
 }
 
-func check(t *testing.T, h *transport.Host, a *command.Args) *module.Plan {
+func check(t *testing.T, h *node.Host, a *command.Args) *module.Plan {
 	t.Helper()
 	if err := a.Validate(); err != nil {
 		t.Fatalf("validate: %v", err)
@@ -30,7 +32,7 @@ func check(t *testing.T, h *transport.Host, a *command.Args) *module.Plan {
 	return plan
 }
 
-func run(t *testing.T, h *transport.Host, a *command.Args) (*module.Result, error) {
+func run(t *testing.T, h *node.Host, a *command.Args) (*module.Result, error) {
 	t.Helper()
 	plan := check(t, h, a)
 	if !plan.Changed() {

@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 	"nodeconverge/lab/labtest"
 )
 
@@ -54,7 +56,7 @@ func check(t *testing.T, gen labtest.Generation, root, mainPath string, edit fun
 	if err := a.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	h := transport.ReadOnly(transport.NewHost(transport.NewLocal("local"), transport.HostOptions{}))
+	h := transport.ReadOnly(node.NewHost(localconn.New("local"), node.HostOptions{}))
 	return Module{}.Check(context.Background(), h, a)
 }
 

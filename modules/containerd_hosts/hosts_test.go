@@ -9,14 +9,16 @@ import (
 	"testing"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 )
 
-func newHost(t *testing.T) (*transport.Host, string) {
+func newHost(t *testing.T) (*node.Host, string) {
 	t.Helper()
 	root := t.TempDir()
-	h := transport.NewHost(transport.NewLocal("n1"), transport.HostOptions{StateDir: filepath.Join(root, "state"), RunID: "20260101T000000Z-test"})
+	h := node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(root, "state"), RunID: "20260101T000000Z-test"})
 	return h, filepath.Join(root, "etc", "containerd", "certs.d")
 }
 
@@ -27,14 +29,14 @@ func labArgs(certs string) *Args {
 	return a
 }
 
-func apply(t *testing.T, h *transport.Host, p *module.Plan) {
+func apply(t *testing.T, h *node.Host, p *module.Plan) {
 	t.Helper()
 	if _, err := (Module{}).Apply(context.Background(), h, p); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 }
 
-func check(t *testing.T, h *transport.Host, a *Args) (*module.Plan, error) {
+func check(t *testing.T, h *node.Host, a *Args) (*module.Plan, error) {
 	t.Helper()
 	if err := a.Validate(); err != nil {
 		t.Fatalf("validate: %v", err)

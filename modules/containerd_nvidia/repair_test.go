@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"nodeconverge/engine/module"
-	"nodeconverge/engine/transport"
+	"nodeconverge/engine/node"
+	"nodeconverge/engine/transport/localconn"
 	"nodeconverge/lab/labtest"
 )
 
@@ -111,7 +112,7 @@ func checkAuto(t *testing.T, main, tk, state, bin string) (*module.Plan, error) 
 	if err := a.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	h := transport.NewHost(transport.NewLocal("local"), transport.HostOptions{})
+	h := node.NewHost(localconn.New("local"), node.HostOptions{})
 	return Module{}.Check(context.Background(), h, a)
 }
 

@@ -1,8 +1,8 @@
 // Package containerd_restart is the `containerd_restart` module, meant as a
 // handler: it restarts containerd and then gates on health (unit active, CRI
 // plugins ok, expected runtimes in the effective config). When a gate fails
-// it undoes every file this run changed on the node (transport's run
-// manifest; for a restart owed by an earlier run, that run's changes too:
+// it undoes every file this run changed on the node (the run manifest
+// engine/node keeps; for a restart owed by an earlier run, that run's changes too:
 // the runner hands it a Writer whose Rollback covers both), restarts again, gates again, and fails the host with both
 // outcomes, so a bad change takes down one node, not the fleet.
 package containerd_restart

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/transport"
 	"nodeconverge/lab/labtest"
 	"nodeconverge/lab/labtest/labssh"
@@ -69,7 +70,7 @@ func testRestartGates(t *testing.T, g generation) {
 	}
 
 	// Run 1: a good config, restart, gates pass.
-	h1 := transport.NewHost(conn, transport.HostOptions{RunID: "run-1"})
+	h1 := node.NewHost(conn, node.HostOptions{RunID: "run-1"})
 	if _, err := h1.Apply(ctx, []transport.Op{{Kind: transport.OpWrite, Path: cfg, Content: []byte(g.healthy()), Backup: true}}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func testRestartGates(t *testing.T, g generation) {
 
 	// Run 2: a change that kills the CRI plugin. The handler must roll the
 	// file back, restart again and report both rounds.
-	h2 := transport.NewHost(conn, transport.HostOptions{RunID: "run-2"})
+	h2 := node.NewHost(conn, node.HostOptions{RunID: "run-2"})
 	if _, err := h2.Apply(ctx, []transport.Op{
 		{Kind: transport.OpWrite, Path: cfg, Content: []byte(g.broken()), Backup: true},
 		{Kind: transport.OpWrite, Path: "/etc/containerd/conf.d/50-new.toml", Content: []byte("version = 2\n"), Backup: true},

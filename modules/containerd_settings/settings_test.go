@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 	"nodeconverge/lab/labtest"
 	"nodeconverge/modules/containerd/ctrconf"
 
@@ -22,20 +24,20 @@ func yamlUnmarshal(s string, v any) error { return yaml.Unmarshal([]byte(s), v) 
 
 var generations = []labtest.Generation{labtest.Containerd16, labtest.Containerd2}
 
-// node is a containerd config tree in a temporary directory, measured with
+// testNode is a containerd config tree in a temporary directory, measured with
 // a real containerd binary through the local transport (the same scripts
 // an SSH node runs).
-type node struct {
+type testNode struct {
 	t                *testing.T
 	dir, main, confd string
 	bin              string
-	h                *transport.Host
+	h                *node.Host
 }
 
-func newNode(t *testing.T, g labtest.Generation, mainBody string, dropins map[string]string) *node {
+func newNode(t *testing.T, g labtest.Generation, mainBody string, dropins map[string]string) *testNode {
 	t.Helper()
 	dir := t.TempDir()
-	n := &node{t: t, dir: dir, main: filepath.Join(dir, "config.toml"), confd: filepath.Join(dir, "conf.d"), bin: labtest.Containerd(t, g)}
+	n := &testNode{t: t, dir: dir, main: filepath.Join(dir, "config.toml"), confd: filepath.Join(dir, "conf.d"), bin: labtest.Containerd(t, g)}
 	if err := os.MkdirAll(n.confd, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -43,18 +45,18 @@ func newNode(t *testing.T, g labtest.Generation, mainBody string, dropins map[st
 	for name, body := range dropins {
 		n.write(filepath.Join(n.confd, name), body)
 	}
-	n.h = transport.NewHost(transport.NewLocal("n1"), transport.HostOptions{StateDir: filepath.Join(dir, "state"), RunID: "20260101T000000Z-test"})
+	n.h = node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(dir, "state"), RunID: "20260101T000000Z-test"})
 	return n
 }
 
-func (n *node) write(p, body string) {
+func (n *testNode) write(p, body string) {
 	n.t.Helper()
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		n.t.Fatal(err)
 	}
 }
 
-func (n *node) read(p string) string {
+func (n *testNode) read(p string) string {
 	n.t.Helper()
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -64,7 +66,7 @@ func (n *node) read(p string) string {
 }
 
 // args decodes a settings mapping written as in a playbook.
-func (n *node) args(settings string) *Args {
+func (n *testNode) args(settings string) *Args {
 	n.t.Helper()
 	a := Module{}.NewArgs().(*Args)
 	a.Config, a.Containerd, a.Dropin = n.main, n.bin, filepath.Join(n.confd, "50-nodeconverge.toml")
@@ -81,12 +83,12 @@ func (n *node) args(settings string) *Args {
 
 // check runs Check on a fresh Host: a Host caches what it read until it
 // writes itself, and these tests write behind its back.
-func (n *node) check(a *Args) (*module.Plan, error) {
-	n.h = transport.NewHost(transport.NewLocal("n1"), transport.HostOptions{StateDir: filepath.Join(n.dir, "state"), RunID: "20260101T000000Z-test"})
+func (n *testNode) check(a *Args) (*module.Plan, error) {
+	n.h = node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(n.dir, "state"), RunID: "20260101T000000Z-test"})
 	return Module{}.Check(context.Background(), transport.ReadOnly(n.h), a)
 }
 
-func (n *node) apply(p *module.Plan) {
+func (n *testNode) apply(p *module.Plan) {
 	n.t.Helper()
 	if _, err := (Module{}).Apply(context.Background(), n.h, p); err != nil {
 		n.t.Fatalf("apply: %v", err)
@@ -94,7 +96,7 @@ func (n *node) apply(p *module.Plan) {
 }
 
 // dump is the node's effective config as the real daemon prints it.
-func (n *node) dump() string {
+func (n *testNode) dump() string {
 	n.t.Helper()
 	out, err := exec.Command(n.bin, "--config", n.main, "config", "dump").Output()
 	if err != nil {
@@ -104,7 +106,7 @@ func (n *node) dump() string {
 }
 
 // converge checks, applies and proves the second check plans nothing.
-func (n *node) converge(a *Args) *module.Plan {
+func (n *testNode) converge(a *Args) *module.Plan {
 	n.t.Helper()
 	p, err := n.check(a)
 	if err != nil {

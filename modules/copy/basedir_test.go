@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 	"nodeconverge/modules/copy"
 )
 
@@ -35,7 +37,7 @@ func TestSrcRelativeToPlaybook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := transport.NewHost(transport.NewLocal("local"), transport.HostOptions{StateDir: t.TempDir()})
+	h := node.NewHost(localconn.New("local"), node.HostOptions{StateDir: t.TempDir()})
 	plan, err := copy.Module{}.Check(context.Background(), transport.ReadOnly(h), args)
 	if err != nil {
 		t.Fatal(err)

@@ -9,28 +9,30 @@ import (
 	"testing"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 	copymod "nodeconverge/modules/copy"
 )
 
-type node struct {
+type testNode struct {
 	t   *testing.T
 	dir string
-	h   *transport.Host
+	h   *node.Host
 }
 
-func newNode(t *testing.T) *node {
+func newNode(t *testing.T) *testNode {
 	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "etc")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h := transport.NewHost(transport.NewLocal("n1"), transport.HostOptions{StateDir: filepath.Join(root, "state"), RunID: "20260101T000000Z-test"})
-	return &node{t: t, dir: dir, h: h}
+	h := node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(root, "state"), RunID: "20260101T000000Z-test"})
+	return &testNode{t: t, dir: dir, h: h}
 }
 
-func (n *node) check(a *copymod.Args) (*module.Plan, error) {
+func (n *testNode) check(a *copymod.Args) (*module.Plan, error) {
 	n.t.Helper()
 	if err := a.Validate(); err != nil {
 		n.t.Fatalf("validate args: %v", err)
@@ -39,7 +41,7 @@ func (n *node) check(a *copymod.Args) (*module.Plan, error) {
 }
 
 // converge checks, applies and checks again, which must come back clean.
-func (n *node) converge(a *copymod.Args) *module.Plan {
+func (n *testNode) converge(a *copymod.Args) *module.Plan {
 	n.t.Helper()
 	plan, err := n.check(a)
 	if err != nil {

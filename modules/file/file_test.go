@@ -8,24 +8,26 @@ import (
 	"testing"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 	"nodeconverge/modules/file"
 )
 
-type node struct {
+type testNode struct {
 	t   *testing.T
 	dir string
-	h   *transport.Host
+	h   *node.Host
 }
 
-func newNode(t *testing.T) *node {
+func newNode(t *testing.T) *testNode {
 	t.Helper()
 	root := t.TempDir()
-	h := transport.NewHost(transport.NewLocal("n1"), transport.HostOptions{StateDir: filepath.Join(root, "state"), RunID: "20260101T000000Z-test"})
-	return &node{t: t, dir: root, h: h}
+	h := node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(root, "state"), RunID: "20260101T000000Z-test"})
+	return &testNode{t: t, dir: root, h: h}
 }
 
-func (n *node) check(a *file.Args) (*module.Plan, error) {
+func (n *testNode) check(a *file.Args) (*module.Plan, error) {
 	n.t.Helper()
 	if err := a.Validate(); err != nil {
 		n.t.Fatalf("validate %+v: %v", a, err)
@@ -35,7 +37,7 @@ func (n *node) check(a *file.Args) (*module.Plan, error) {
 
 // converge checks (the plan must change something), applies, and checks
 // again: the second plan must be empty.
-func (n *node) converge(a file.Args) *module.Plan {
+func (n *testNode) converge(a file.Args) *module.Plan {
 	n.t.Helper()
 	plan, err := n.check(&a)
 	if err != nil {

@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 	_ "nodeconverge/modules/command"
 	"nodeconverge/modules/shell"
 )
@@ -41,7 +43,7 @@ func TestHostileValueIsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := transport.NewHost(transport.NewLocal("n1"), transport.HostOptions{StateDir: filepath.Join(dir, "state"), RunID: "20260101T000000Z-test"})
+	h := node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(dir, "state"), RunID: "20260101T000000Z-test"})
 	ctx := context.Background()
 	for i, task := range plays[0].Tasks {
 		args, err := task.Render(map[string]any{"label": label})
@@ -80,7 +82,7 @@ func TestHostileValueIsData(t *testing.T) {
 // the directory chdir names.
 func TestShellRunsScripts(t *testing.T) {
 	dir := t.TempDir()
-	h := transport.NewHost(transport.NewLocal("n1"), transport.HostOptions{StateDir: filepath.Join(dir, "state"), RunID: "20260101T000000Z-test"})
+	h := node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(dir, "state"), RunID: "20260101T000000Z-test"})
 	a := &shell.Args{Cmd: "printf 'x\\ny\\n' | wc -l > out && cat out", Chdir: dir}
 	if err := a.Validate(); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/transport"
 	"nodeconverge/lab/labtest"
 	"nodeconverge/lab/labtest/labssh"
@@ -94,11 +95,11 @@ func TestFindShadows(t *testing.T) {
 }
 
 // labHost starts a one-node lab and connects to its node over SSH.
-func labHost(t *testing.T, o labtest.Options) (*labtest.Lab, labtest.Node, *transport.Host) {
+func labHost(t *testing.T, o labtest.Options) (*labtest.Lab, labtest.Node, *node.Host) {
 	t.Helper()
 	l := labtest.Start(t, o)
 	n := l.Nodes[0]
-	return l, n, transport.NewHost(labssh.Dial(t, l, n), transport.HostOptions{})
+	return l, n, node.NewHost(labssh.Dial(t, l, n), node.HostOptions{})
 }
 
 func TestLabSysctl(t *testing.T) {

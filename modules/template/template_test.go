@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	"nodeconverge/engine/module"
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 	"nodeconverge/modules/template"
 )
 
-func setup(t *testing.T, body string) (string, *transport.Host) {
+func setup(t *testing.T, body string) (string, *node.Host) {
 	t.Helper()
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "templates"), 0o755); err != nil {
@@ -22,7 +24,7 @@ func setup(t *testing.T, body string) (string, *transport.Host) {
 	if err := os.WriteFile(filepath.Join(root, "templates", "k.conf.j2"), []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return root, transport.NewHost(transport.NewLocal("n1"), transport.HostOptions{StateDir: filepath.Join(root, "state"), RunID: "20260101T000000Z-test"})
+	return root, node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(root, "state"), RunID: "20260101T000000Z-test"})
 }
 
 // TestRenderAndValidate: src (found under templates/ beside the playbook)

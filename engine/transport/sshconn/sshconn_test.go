@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/transport"
 )
 
@@ -613,7 +614,7 @@ func TestHostDataWithoutFiller(t *testing.T) {
 	dir := t.TempDir()
 	sent := map[string]int64{}
 	for name, conn := range map[string]transport.Conn{"exact": c, "plain": plainConn{c}} {
-		h := transport.NewHost(conn, transport.HostOptions{StateDir: filepath.Join(dir, name+"-state")})
+		h := node.NewHost(conn, node.HostOptions{StateDir: filepath.Join(dir, name+"-state")})
 		p := filepath.Join(dir, name)
 		if _, err := h.Apply(context.Background(), []transport.Op{{Kind: transport.OpWrite, Path: p, Content: content, Mode: 0o600}}); err != nil {
 			t.Fatalf("%s: Apply: %v", name, err)

@@ -31,7 +31,7 @@
 // positions still match the live file's lines. Staged names in containerd's
 // messages are mapped back to live paths. Each variant is one
 // transport.StageUnit, so a variant identical to one the run already dumped
-// (same staged contents, same binary) is answered by the transport without
+// (same staged contents, same binary) is answered by the Host (engine/node) without
 // running containerd again: a module's live dump is another module's, and
 // the plan's candidate is the re-check's when apply left exactly that tree.
 //

@@ -4,19 +4,21 @@ import (
 	"context"
 	"sync/atomic"
 
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 )
 
-// localReader is the real transport (transport.Host over a local sh, the
+// localReader is the real transport (node.Host over a local sh, the
 // same scripts an SSH node runs) with its Query and Stage calls counted, so
 // tests hold the package to its round-trip budget.
 type localReader struct {
 	queries, stages atomic.Int32
-	host            *transport.Host
+	host            *node.Host
 }
 
 func newLocal() *localReader {
-	return &localReader{host: transport.NewHost(transport.NewLocal("local"), transport.HostOptions{})}
+	return &localReader{host: node.NewHost(localconn.New("local"), node.HostOptions{})}
 }
 
 func (l *localReader) Host() string { return l.host.Host() }

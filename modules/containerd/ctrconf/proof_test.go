@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 )
 
 // TestProofReusedOnlyForTheSameTree: a dump of a tree this run already
@@ -17,7 +19,7 @@ func TestProofReusedOnlyForTheSameTree(t *testing.T) {
 	mainPath, confd := incident(t)
 	zz := filepath.Join(confd, "zz-labhub-registry.toml")
 	// A host whose backups go to the test's own state dir.
-	h := &localReader{host: transport.NewHost(transport.NewLocal("local"), transport.HostOptions{StateDir: filepath.Join(t.TempDir(), "state")})}
+	h := &localReader{host: node.NewHost(localconn.New("local"), node.HostOptions{StateDir: filepath.Join(t.TempDir(), "state")})}
 	tree := gather(t, h, mainPath)
 	// The plan: the candidate without zz.
 	cand, err := Dump(ctx, h, tree, Overrides{zz: nil})

@@ -1,4 +1,4 @@
-package transport
+package node
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"nodeconverge/engine/transport"
 )
 
 // readCache remembers what this run read from the node, item by item
@@ -22,16 +24,16 @@ import (
 // the node lock keeps out.
 type readCache struct {
 	mu     sync.Mutex
-	files  map[string]*FileInfo
+	files  map[string]*transport.FileInfo
 	globs  map[string][]string
-	cmds   map[string]*CmdResult
-	stages map[string][]*CmdResult
+	cmds   map[string]*transport.CmdResult
+	stages map[string][]*transport.CmdResult
 	// reads are the Cmd.Reads of the cached commands that name any, by
 	// the command's key: a write to one of those paths drops the result.
 	reads map[string][]string
 	// units are staged experiments by content (unitKey), whatever request
 	// they came in: the proofs a run made.
-	units map[string]*CmdResult
+	units map[string]*transport.CmdResult
 	hits  int64
 	// unitRuns and unitHits count units staged and units answered from
 	// units; they survive clear.
@@ -53,7 +55,7 @@ func (c *readCache) forget(paths []string) {
 	for _, p := range paths {
 		delete(c.files, p)
 	}
-	c.cmds, c.reads = map[string]*CmdResult{}, nil
+	c.cmds, c.reads = map[string]*transport.CmdResult{}, nil
 }
 
 // wrote teaches the cache what a successful Apply did to the paths it
@@ -64,16 +66,16 @@ func (c *readCache) forget(paths []string) {
 // validations stay, but for a command whose Reads names a path Apply
 // changed: Apply only changes the files it names (Exec, which can change
 // anything, clears the cache).
-func (c *readCache) wrote(ops []Op) {
+func (c *readCache) wrote(ops []transport.Op) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.files == nil {
 		return
 	}
-	set := func(p string, f *FileInfo) {
+	set := func(p string, f *transport.FileInfo) {
 		c.files[p] = f
 		for g, ms := range c.globs {
-			ok, err := ShellMatch(g, p)
+			ok, err := transport.ShellMatch(g, p)
 			if err != nil || !ok {
 				continue
 			}
@@ -99,14 +101,14 @@ func (c *readCache) wrote(ops []Op) {
 		}
 		prev := c.files[op.Path]
 		switch op.Kind {
-		case OpWrite:
-			f := &FileInfo{Path: op.Path, Exists: true, Content: op.Content, Mode: op.Mode, Owner: op.Owner, Group: op.Group}
+		case transport.OpWrite:
+			f := &transport.FileInfo{Path: op.Path, Exists: true, Content: op.Content, Mode: op.Mode, Owner: op.Owner, Group: op.Group}
 			set(op.Path, f.Written(prev))
-		case OpRemove:
-			set(op.Path, &FileInfo{Path: op.Path})
-		case OpMove:
+		case transport.OpRemove:
+			set(op.Path, &transport.FileInfo{Path: op.Path})
+		case transport.OpMove:
 			from := c.files[op.From]
-			set(op.From, &FileInfo{Path: op.From})
+			set(op.From, &transport.FileInfo{Path: op.From})
 			if from != nil && from.Exists {
 				moved := *from
 				moved.Path = op.Path
@@ -122,7 +124,7 @@ func (c *readCache) wrote(ops []Op) {
 // changes says whether op may change the state of path r: it writes,
 // removes or moves r, or a path below it (a write makes missing parent
 // directories).
-func changes(op Op, r string) bool {
+func changes(op transport.Op, r string) bool {
 	for _, p := range []string{op.Path, op.From} {
 		if p != "" && (p == r || strings.HasPrefix(p, strings.TrimSuffix(r, "/")+"/")) {
 			return true
@@ -132,10 +134,10 @@ func changes(op Op, r string) bool {
 }
 
 // lookup answers q from the cache when every item of it is there.
-func (c *readCache) lookup(q Query) (*Snapshot, bool) {
+func (c *readCache) lookup(q transport.Query) (*transport.Snapshot, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := &Snapshot{Files: map[string]*FileInfo{}, Globs: map[string][]string{}}
+	s := &transport.Snapshot{Files: map[string]*transport.FileInfo{}, Globs: map[string][]string{}}
 	for _, p := range q.Files {
 		f, ok := c.files[p]
 		if !ok {
@@ -173,11 +175,11 @@ func (c *readCache) lookup(q Query) (*Snapshot, bool) {
 }
 
 // store remembers every item of q's answer.
-func (c *readCache) store(q Query, s *Snapshot) {
+func (c *readCache) store(q transport.Query, s *transport.Snapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.files == nil {
-		c.files, c.globs, c.cmds = map[string]*FileInfo{}, map[string][]string{}, map[string]*CmdResult{}
+		c.files, c.globs, c.cmds = map[string]*transport.FileInfo{}, map[string][]string{}, map[string]*transport.CmdResult{}
 	}
 	for _, p := range q.Files {
 		c.files[p] = s.File(p)
@@ -211,7 +213,7 @@ func key(v any) (string, error) {
 }
 
 // stageKey fingerprints a StageRequest; map order does not matter.
-func stageKey(r StageRequest) (string, error) {
+func stageKey(r transport.StageRequest) (string, error) {
 	names := make([]string, 0, len(r.Files))
 	for n := range r.Files {
 		names = append(names, n)
@@ -228,7 +230,7 @@ func stageKey(r StageRequest) (string, error) {
 	}
 	return key(struct {
 		Files []file
-		Cmds  []Cmd
+		Cmds  []transport.Cmd
 	}{files, r.Cmds})
 }
 
@@ -236,7 +238,7 @@ func stageKey(r StageRequest) (string, error) {
 // trip, or answers from what this run already read; see query. Each caller
 // gets its own maps: the check-mode overlay lays planned files over a
 // snapshot and must not change the cache.
-func (h *Host) Query(ctx context.Context, q Query) (*Snapshot, error) {
+func (h *Host) Query(ctx context.Context, q transport.Query) (*transport.Snapshot, error) {
 	if s, ok := h.cache.lookup(q); ok {
 		return s, nil
 	}
@@ -251,7 +253,7 @@ func (h *Host) Query(ctx context.Context, q Query) (*Snapshot, error) {
 // Prefetch reads in one round trip what the coming tasks will ask for, so
 // their Queries are answered from the cache. The runner merges every task's
 // module.Prefetcher query of a play into one.
-func (h *Host) Prefetch(ctx context.Context, q Query) error {
+func (h *Host) Prefetch(ctx context.Context, q transport.Query) error {
 	if len(q.Files)+len(q.Globs)+len(q.Cmds) == 0 {
 		return nil
 	}
@@ -260,8 +262,8 @@ func (h *Host) Prefetch(ctx context.Context, q Query) error {
 }
 
 // MergeQueries unions queries, keeping the first occurrence of each item.
-func MergeQueries(qs ...Query) Query {
-	var out Query
+func MergeQueries(qs ...transport.Query) transport.Query {
+	var out transport.Query
 	seen := map[string]bool{}
 	for _, q := range qs {
 		for _, p := range q.Files {
@@ -295,9 +297,9 @@ func MergeQueries(qs ...Query) Query {
 // the re-check after apply on the tree the plan proved, pay for each
 // experiment once. Only what no earlier request answered is staged, in one
 // round trip, identical units of the request staged once.
-func (h *Host) Stage(ctx context.Context, r StageRequest) ([]*CmdResult, error) {
+func (h *Host) Stage(ctx context.Context, r transport.StageRequest) ([]*transport.CmdResult, error) {
 	plain := len(r.Files)+len(r.Cmds) > 0
-	pk, err := stageKey(StageRequest{Files: r.Files, Cmds: r.Cmds})
+	pk, err := stageKey(transport.StageRequest{Files: r.Files, Cmds: r.Cmds})
 	if err != nil {
 		return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
 	}
@@ -307,8 +309,8 @@ func (h *Host) Stage(ctx context.Context, r StageRequest) ([]*CmdResult, error) 
 			return nil, fmt.Errorf("%s: stage: unit %d: %w", h.Host(), i, err)
 		}
 	}
-	out := make([]*CmdResult, len(r.Cmds)+len(r.Units))
-	var miss StageRequest
+	out := make([]*transport.CmdResult, len(r.Cmds)+len(r.Units))
+	var miss transport.StageRequest
 	missAt := map[string]int{} // unit key -> index in miss.Units
 	h.cache.mu.Lock()
 	plainRes, plainHit := h.cache.stages[pk]
@@ -346,11 +348,11 @@ func (h *Host) Stage(ctx context.Context, r StageRequest) ([]*CmdResult, error) 
 	h.cache.mu.Lock()
 	defer h.cache.mu.Unlock()
 	if h.cache.stages == nil {
-		h.cache.stages, h.cache.units = map[string][]*CmdResult{}, map[string]*CmdResult{}
+		h.cache.stages, h.cache.units = map[string][]*transport.CmdResult{}, map[string]*transport.CmdResult{}
 	}
 	if needPlain {
 		copy(out, res[:nPlain])
-		h.cache.stages[pk] = append([]*CmdResult(nil), res[:nPlain]...)
+		h.cache.stages[pk] = append([]*transport.CmdResult(nil), res[:nPlain]...)
 	}
 	for k, j := range missAt {
 		h.cache.units[k] = res[nPlain+j]
@@ -366,8 +368,8 @@ func (h *Host) Stage(ctx context.Context, r StageRequest) ([]*CmdResult, error) 
 
 // unitKey fingerprints a StageUnit by content: its files (names, contents,
 // modes; map order does not matter) and its command.
-func unitKey(u StageUnit) (string, error) {
-	return stageKey(StageRequest{Files: u.Files, Cmds: []Cmd{u.Cmd}})
+func unitKey(u transport.StageUnit) (string, error) {
+	return stageKey(transport.StageRequest{Files: u.Files, Cmds: []transport.Cmd{u.Cmd}})
 }
 
 // StageCounts says how many staged units this run ran on the node and how

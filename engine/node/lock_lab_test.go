@@ -1,4 +1,4 @@
-package transport_test
+package node_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"nodeconverge/engine/node"
 	"nodeconverge/engine/transport"
 	"nodeconverge/lab/labtest"
 	"nodeconverge/lab/labtest/labssh"
@@ -22,8 +23,8 @@ func TestLabLockFollowsTheSSHConnection(t *testing.T) {
 	n := l.Nodes[0]
 	dial := func() transport.Conn { return labssh.Dial(t, l, n) }
 	c1 := dial()
-	h1 := transport.NewHost(c1, transport.HostOptions{RunID: "run-1"})
-	l1, err := h1.Lock(ctx, true, transport.NewLockOwner("run-1"))
+	h1 := node.NewHost(c1, node.HostOptions{RunID: "run-1"})
+	l1, err := h1.Lock(ctx, true, node.NewLockOwner("run-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,9 +42,9 @@ func TestLabLockFollowsTheSSHConnection(t *testing.T) {
 			t.Errorf("close: %v", err)
 		}
 	}()
-	h2 := transport.NewHost(c2, transport.HostOptions{RunID: "run-2"})
-	_, err = h2.Lock(ctx, true, transport.NewLockOwner("run-2"))
-	var held *transport.LockHeldError
+	h2 := node.NewHost(c2, node.HostOptions{RunID: "run-2"})
+	_, err = h2.Lock(ctx, true, node.NewLockOwner("run-2"))
+	var held *node.LockHeldError
 	if !errors.As(err, &held) || held.Owner.RunID != "run-1" || !strings.Contains(err.Error(), "is locked by run run-1 from host ") {
 		t.Fatalf("second run: err = %v, want it locked by run-1", err)
 	}
@@ -60,8 +61,8 @@ func TestLabLockFollowsTheSSHConnection(t *testing.T) {
 			t.Errorf("close: %v", err)
 		}
 	}()
-	h3 := transport.NewHost(c3, transport.HostOptions{RunID: "run-3"})
-	l3, err := h3.Lock(ctx, true, transport.NewLockOwner("run-3"))
+	h3 := node.NewHost(c3, node.HostOptions{RunID: "run-3"})
+	l3, err := h3.Lock(ctx, true, node.NewLockOwner("run-3"))
 	if err != nil {
 		t.Fatalf("lock after the holder's connection died: %v", err)
 	}

@@ -1,4 +1,4 @@
-package transport
+package node
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 )
 
 // shells are the shells every script test runs under: dash (the node's
@@ -25,7 +27,19 @@ var shells = []string{"sh", "bash"}
 
 func newTestHost(t *testing.T, shell string, opts HostOptions) *Host {
 	t.Helper()
-	return NewHost(&local{name: "node-" + shell, shell: shell}, opts)
+	return NewHost(testConn(t, "node-"+shell, shell, nil), opts)
+}
+
+// testConn is a local connection whose scripts run under shell (sh or
+// bash, see shells) with env as their whole environment (nil: this test
+// process's own).
+func testConn(t testing.TB, name, shell string, env []string) transport.Conn {
+	t.Helper()
+	c, err := localconn.Dial(name, localconn.Options{Shell: shell, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func writeFile(t *testing.T, p string, b []byte, mode fs.FileMode) {
@@ -90,7 +104,7 @@ func TestQueryFiles(t *testing.T) {
 			}
 			proc := "/proc/sys/fs/inotify/max_user_instances"
 			h := newTestHost(t, sh, HostOptions{})
-			snap, err := h.Query(context.Background(), Query{
+			snap, err := h.Query(context.Background(), transport.Query{
 				Files: append(paths, missing, sub, link, proc),
 			})
 			if err != nil {
@@ -149,7 +163,7 @@ func TestQueryGlobsSortBytewise(t *testing.T) {
 			hidden := filepath.Join(dir, ".*.toml")
 			none := filepath.Join(dir, "*.nothing")
 			h := newTestHost(t, sh, HostOptions{})
-			snap, err := h.Query(context.Background(), Query{Globs: []string{glob, hidden, none}})
+			snap, err := h.Query(context.Background(), transport.Query{Globs: []string{glob, hidden, none}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +197,7 @@ func TestQueryCmds(t *testing.T) {
 		t.Run(sh, func(t *testing.T) {
 			h := newTestHost(t, sh, HostOptions{})
 			stdin := randomBytes(100_000, 2)
-			snap, err := h.Query(context.Background(), Query{Cmds: []Cmd{
+			snap, err := h.Query(context.Background(), transport.Query{Cmds: []transport.Cmd{
 				{Script: "printf 'out'; printf 'err\\n' >&2; exit 3"},
 				{Argv: []string{"printf", "%s|", "it's", "a \"b\"", "$HOME", "", "line\nbreak"}},
 				{Argv: []string{"cat"}, Stdin: stdin},
@@ -220,7 +234,7 @@ func TestQueryCmds(t *testing.T) {
 func TestQueryUnreadableFails(t *testing.T) {
 	h := newTestHost(t, "sh", HostOptions{})
 	// /proc/self/mem is a regular file that even root cannot read with cat.
-	_, err := h.Query(context.Background(), Query{Files: []string{"/proc/self/mem"}})
+	_, err := h.Query(context.Background(), transport.Query{Files: []string{"/proc/self/mem"}})
 	var re *ReadError
 	if !errors.As(err, &re) || re.Path != "/proc/self/mem" || !strings.Contains(re.Msg, "error") {
 		t.Fatalf("got %v, want a ReadError naming /proc/self/mem", err)
@@ -229,11 +243,11 @@ func TestQueryUnreadableFails(t *testing.T) {
 
 func TestQueryRejectsBadInput(t *testing.T) {
 	h := newTestHost(t, "sh", HostOptions{})
-	for _, q := range []Query{
+	for _, q := range []transport.Query{
 		{Files: []string{""}},
 		{Files: []string{"/a\x00b"}},
-		{Cmds: []Cmd{{}}},
-		{Cmds: []Cmd{{Argv: []string{"echo", "a\x00"}}}},
+		{Cmds: []transport.Cmd{{}}},
+		{Cmds: []transport.Cmd{{Argv: []string{"echo", "a\x00"}}}},
 	} {
 		if _, err := h.Query(context.Background(), q); err == nil {
 			t.Errorf("%+v: accepted", q)
@@ -250,14 +264,14 @@ func TestFramesTruncated(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
 	writeFile(t, p, []byte("content\n"), 0o644)
-	q := Query{Files: []string{p, filepath.Join(dir, "missing")}, Globs: []string{dir + "/*"}, Cmds: []Cmd{{Script: "echo hi"}}}
-	rec := &recordConn{Conn: NewLocal("l")}
+	q := transport.Query{Files: []string{p, filepath.Join(dir, "missing")}, Globs: []string{dir + "/*"}, Cmds: []transport.Cmd{{Script: "echo hi"}}}
+	rec := &recordConn{Conn: localconn.New("l")}
 	if _, err := NewHost(rec, HostOptions{}).Query(context.Background(), q); err != nil {
 		t.Fatal(err)
 	}
 	full := rec.last.Stdout
-	newSnap := func() *Snapshot {
-		return &Snapshot{Files: map[string]*FileInfo{}, Globs: map[string][]string{}, Cmds: make([]*CmdResult, 1)}
+	newSnap := func() *transport.Snapshot {
+		return &transport.Snapshot{Files: map[string]*transport.FileInfo{}, Globs: map[string][]string{}, Cmds: make([]*transport.CmdResult, 1)}
 	}
 	if err := parseSnapshot(&frames{b: full}, q, newSnap()); err != nil {
 		t.Fatalf("full answer: %v", err)
@@ -274,11 +288,11 @@ func TestFramesTruncated(t *testing.T) {
 
 // recordConn keeps the last result its Conn returned.
 type recordConn struct {
-	Conn
-	last *CmdResult
+	transport.Conn
+	last *transport.CmdResult
 }
 
-func (r *recordConn) Run(ctx context.Context, script string, stdin []byte) (*CmdResult, error) {
+func (r *recordConn) Run(ctx context.Context, script string, stdin []byte) (*transport.CmdResult, error) {
 	res, err := r.Conn.Run(ctx, script, stdin)
 	r.last = res
 	return res, err
@@ -289,14 +303,14 @@ func TestStage(t *testing.T) {
 		t.Run(sh, func(t *testing.T) {
 			h := newTestHost(t, sh, HostOptions{})
 			bin := randomBytes(300_000, 3)
-			res, err := h.Stage(context.Background(), StageRequest{
-				Files: map[string]StagedFile{
+			res, err := h.Stage(context.Background(), transport.StageRequest{
+				Files: map[string]transport.StagedFile{
 					"config.toml":     {Content: []byte("version = 2\n")},
 					"conf.d/b.bin":    {Content: bin, Mode: 0o600},
 					"conf.d/deep/c":   {Content: nil},
 					"odd name's file": {Content: []byte("x")},
 				},
-				Cmds: []Cmd{
+				Cmds: []transport.Cmd{
 					{Script: `printf '%s' "$SCRATCH"`},
 					{Script: `pwd; cat config.toml; stat -c '%a %s' conf.d/b.bin conf.d/deep/c config.toml "odd name's file"; stat -c %a "$SCRATCH"`},
 					{Script: `exit 5`},
@@ -333,7 +347,7 @@ func TestStage(t *testing.T) {
 func TestStageRejectsEscapes(t *testing.T) {
 	h := newTestHost(t, "sh", HostOptions{})
 	for _, name := range []string{"../x", "/etc/passwd", "a/../../x", "a/..", "", ".", "a\x00b"} {
-		_, err := h.Stage(context.Background(), StageRequest{Files: map[string]StagedFile{name: {Content: []byte("x")}}})
+		_, err := h.Stage(context.Background(), transport.StageRequest{Files: map[string]transport.StagedFile{name: {Content: []byte("x")}}})
 		if err == nil {
 			t.Errorf("%q: accepted", name)
 		}
@@ -345,7 +359,7 @@ func TestStageRejectsEscapes(t *testing.T) {
 
 func TestStageFileConflictFails(t *testing.T) {
 	h := newTestHost(t, "sh", HostOptions{})
-	_, err := h.Stage(context.Background(), StageRequest{Files: map[string]StagedFile{
+	_, err := h.Stage(context.Background(), transport.StageRequest{Files: map[string]transport.StagedFile{
 		"a":   {Content: []byte("file")},
 		"a/b": {Content: []byte("under a file")},
 	}})
@@ -398,20 +412,20 @@ func TestApply(t *testing.T) {
 			created := filepath.Join(live, "new", "dir", "created.toml")
 			explicit := filepath.Join(live, "explicit")
 			big := randomBytes(1<<20, 4)
-			ops := []Op{
-				{Kind: OpWrite, Path: created, Content: big},
-				{Kind: OpWrite, Path: existing, Content: []byte("new\n"), Backup: true},
-				{Kind: OpWrite, Path: explicit, Content: nil, Mode: 0o640 | fs.ModeSetgid, Owner: "nobody", Group: "nogroup"},
-				{Kind: OpMove, From: moved, Path: filepath.Join(live, "disabled", "zz-labhub.toml"), Backup: true},
-				{Kind: OpRemove, Path: removed, Backup: true},
-				{Kind: OpRemove, Path: filepath.Join(live, "never-existed")},
+			ops := []transport.Op{
+				{Kind: transport.OpWrite, Path: created, Content: big},
+				{Kind: transport.OpWrite, Path: existing, Content: []byte("new\n"), Backup: true},
+				{Kind: transport.OpWrite, Path: explicit, Content: nil, Mode: 0o640 | fs.ModeSetgid, Owner: "nobody", Group: "nogroup"},
+				{Kind: transport.OpMove, From: moved, Path: filepath.Join(live, "disabled", "zz-labhub.toml"), Backup: true},
+				{Kind: transport.OpRemove, Path: removed, Backup: true},
+				{Kind: transport.OpRemove, Path: filepath.Join(live, "never-existed")},
 			}
 			res, err := h.Apply(context.Background(), ops)
 			if err != nil {
 				t.Fatal(err)
 			}
 			bk := func(p string) string { return filepath.Join(state, "backups", runID) + p }
-			want := []OpResult{
+			want := []transport.OpResult{
 				{Path: created},
 				{Path: existing, BackupPath: bk(existing)},
 				{Path: explicit},
@@ -486,7 +500,7 @@ func TestApply(t *testing.T) {
 
 			// A second write of the same path in the same run keeps the
 			// first backup: the backup is the state before the run.
-			if _, err := h.Apply(context.Background(), []Op{{Kind: OpWrite, Path: existing, Content: []byte("newer\n"), Backup: true}}); err != nil {
+			if _, err := h.Apply(context.Background(), []transport.Op{{Kind: transport.OpWrite, Path: existing, Content: []byte("newer\n"), Backup: true}}); err != nil {
 				t.Fatal(err)
 			}
 			if got, _ := os.ReadFile(bk(existing)); string(got) != "old\n" {
@@ -505,7 +519,7 @@ func TestApplyFollowsSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newTestHost(t, "sh", HostOptions{StateDir: filepath.Join(dir, "state")})
-	if _, err := h.Apply(context.Background(), []Op{{Kind: OpWrite, Path: link, Content: []byte("new")}}); err != nil {
+	if _, err := h.Apply(context.Background(), []transport.Op{{Kind: transport.OpWrite, Path: link, Content: []byte("new")}}); err != nil {
 		t.Fatal(err)
 	}
 	if modeOf(t, link)&fs.ModeSymlink == 0 {
@@ -525,17 +539,17 @@ func TestApplyStopsAtFirstFailure(t *testing.T) {
 			writeFile(t, blocker, []byte("a file where a directory is needed"), 0o644)
 			first := filepath.Join(dir, "first")
 			third := filepath.Join(dir, "third")
-			ops := []Op{
-				{Kind: OpWrite, Path: first, Content: []byte("1")},
-				{Kind: OpWrite, Path: filepath.Join(blocker, "second"), Content: []byte("2")},
-				{Kind: OpWrite, Path: third, Content: []byte("3")},
+			ops := []transport.Op{
+				{Kind: transport.OpWrite, Path: first, Content: []byte("1")},
+				{Kind: transport.OpWrite, Path: filepath.Join(blocker, "second"), Content: []byte("2")},
+				{Kind: transport.OpWrite, Path: third, Content: []byte("3")},
 			}
 			res, err := h.Apply(context.Background(), ops)
 			var opErr *OpError
 			if !errors.As(err, &opErr) || opErr.Index != 1 || !strings.Contains(err.Error(), "blocker/second") || opErr.Stderr == "" {
 				t.Fatalf("got %v, want an OpError for op 1 with the remote stderr", err)
 			}
-			if diff := cmp.Diff([]OpResult{{Path: first}}, res); diff != "" {
+			if diff := cmp.Diff([]transport.OpResult{{Path: first}}, res); diff != "" {
 				t.Errorf("completed ops (-want +got):\n%s", diff)
 			}
 			if got, _ := os.ReadFile(first); string(got) != "1" {
@@ -555,37 +569,37 @@ func TestApplyRefusals(t *testing.T) {
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	remote := []Op{
-		{Kind: OpWrite, Path: sub, Content: []byte("x")},
-		{Kind: OpRemove, Path: sub},
-		{Kind: OpMove, From: filepath.Join(dir, "missing"), Path: filepath.Join(dir, "to")},
+	remote := []transport.Op{
+		{Kind: transport.OpWrite, Path: sub, Content: []byte("x")},
+		{Kind: transport.OpRemove, Path: sub},
+		{Kind: transport.OpMove, From: filepath.Join(dir, "missing"), Path: filepath.Join(dir, "to")},
 	}
 	for _, op := range remote {
-		if _, err := h.Apply(context.Background(), []Op{op}); err == nil {
+		if _, err := h.Apply(context.Background(), []transport.Op{op}); err == nil {
 			t.Errorf("%+v: accepted", op)
 		}
 	}
 	if _, err := os.Stat(sub); err != nil {
 		t.Errorf("directory damaged by a refused op: %v", err)
 	}
-	local := []Op{
-		{Kind: OpWrite, Path: "relative"},
-		{Kind: OpWrite, Path: "/"},
-		{Kind: OpWrite, Path: dir + "/../x"},
-		{Kind: OpMove, From: "", Path: filepath.Join(dir, "x")},
+	local := []transport.Op{
+		{Kind: transport.OpWrite, Path: "relative"},
+		{Kind: transport.OpWrite, Path: "/"},
+		{Kind: transport.OpWrite, Path: dir + "/../x"},
+		{Kind: transport.OpMove, From: "", Path: filepath.Join(dir, "x")},
 		{Kind: "chmod", Path: filepath.Join(dir, "x")},
 	}
 	before := h.Stats().RoundTrips
 	for _, op := range local {
-		if _, err := h.Apply(context.Background(), []Op{op}); err == nil {
+		if _, err := h.Apply(context.Background(), []transport.Op{op}); err == nil {
 			t.Errorf("%+v: accepted", op)
 		}
 	}
 	if n := h.Stats().RoundTrips - before; n != 0 {
 		t.Errorf("invalid ops made %d round trips", n)
 	}
-	bad := NewHost(NewLocal("l"), HostOptions{RunID: "../escape", StateDir: filepath.Join(dir, "state")})
-	if _, err := bad.Apply(context.Background(), []Op{{Kind: OpRemove, Path: filepath.Join(dir, "x"), Backup: true}}); err == nil {
+	bad := NewHost(localconn.New("l"), HostOptions{RunID: "../escape", StateDir: filepath.Join(dir, "state")})
+	if _, err := bad.Apply(context.Background(), []transport.Op{{Kind: transport.OpRemove, Path: filepath.Join(dir, "x"), Backup: true}}); err == nil {
 		t.Errorf("run id with a slash accepted")
 	}
 }
@@ -601,7 +615,7 @@ func TestApplyPrunesOldBackups(t *testing.T) {
 	writeFile(t, target, []byte("x"), 0o644)
 	run := "20261129T211000Z-abcd"
 	h := newTestHost(t, "sh", HostOptions{RunID: run, StateDir: filepath.Join(dir, "state"), KeepBackups: 3})
-	if _, err := h.Apply(context.Background(), []Op{{Kind: OpWrite, Path: target, Content: []byte("y"), Backup: true}}); err != nil {
+	if _, err := h.Apply(context.Background(), []transport.Op{{Kind: transport.OpWrite, Path: target, Content: []byte("y"), Backup: true}}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"20250601T000000Z-0003", "20251231T000000Z-0004", run}
@@ -624,7 +638,7 @@ func TestApplyKeepsOwingRunsBackups(t *testing.T) {
 	run := "20261129T211000Z-abcd"
 	h := newTestHost(t, "sh", HostOptions{RunID: run, StateDir: filepath.Join(dir, "state"), KeepBackups: 3})
 	h.KeepRuns([]string{old[0], "it's not a dir"})
-	if _, err := h.Apply(context.Background(), []Op{{Kind: OpWrite, Path: target, Content: []byte("y"), Backup: true}}); err != nil {
+	if _, err := h.Apply(context.Background(), []transport.Op{{Kind: transport.OpWrite, Path: target, Content: []byte("y"), Backup: true}}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{old[0], old[3], run}
@@ -636,7 +650,7 @@ func TestApplyKeepsOwingRunsBackups(t *testing.T) {
 func TestExec(t *testing.T) {
 	h := newTestHost(t, "sh", HostOptions{})
 	in := randomBytes(50_000, 5)
-	res, err := h.Exec(context.Background(), Cmd{Argv: []string{"sha256sum"}, Stdin: in})
+	res, err := h.Exec(context.Background(), transport.Cmd{Argv: []string{"sha256sum"}, Stdin: in})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -644,7 +658,7 @@ func TestExec(t *testing.T) {
 	if !res.OK() || string(res.Stdout) != want {
 		t.Errorf("stdin did not reach the command intact: %q, want %q", res.Stdout, want)
 	}
-	fail, err := h.Exec(context.Background(), Cmd{Script: "echo bad >&2; exit 9"})
+	fail, err := h.Exec(context.Background(), transport.Cmd{Script: "echo bad >&2; exit 9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -662,7 +676,7 @@ func TestExecCancel(t *testing.T) {
 	done := make(chan error, 1)
 	marker := filepath.Join(t.TempDir(), "started")
 	go func() {
-		_, err := h.Exec(ctx, Cmd{Script: "touch " + ShellQuote(marker) + "; exec sleep 30"})
+		_, err := h.Exec(ctx, transport.Cmd{Script: "touch " + transport.ShellQuote(marker) + "; exec sleep 30"})
 		done <- err
 	}()
 	// Wait for the command to have started, by polling the file it makes.
@@ -681,35 +695,35 @@ func TestExecCancel(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
-	if d := time.Since(start); d > localWaitDelay {
+	if d := time.Since(start); d > localconn.WaitDelay {
 		t.Errorf("cancel took %v", d)
 	}
 }
 
 func TestReadOnly(t *testing.T) {
 	h := newTestHost(t, "sh", HostOptions{})
-	r := ReadOnly(h)
-	if _, ok := r.(Writer); ok {
+	r := transport.ReadOnly(h)
+	if _, ok := r.(transport.Writer); ok {
 		t.Fatal("ReadOnly(w) can be asserted to Writer")
 	}
 	if _, ok := r.(interface {
-		Apply(context.Context, []Op) ([]OpResult, error)
+		Apply(context.Context, []transport.Op) ([]transport.OpResult, error)
 	}); ok {
 		t.Fatal("ReadOnly(w) has an Apply method")
 	}
 	if _, ok := r.(interface {
-		Exec(context.Context, Cmd) (*CmdResult, error)
+		Exec(context.Context, transport.Cmd) (*transport.CmdResult, error)
 	}); ok {
 		t.Fatal("ReadOnly(w) has an Exec method")
 	}
-	snap, err := r.Query(context.Background(), Query{Cmds: []Cmd{{Script: "echo ok"}}})
+	snap, err := r.Query(context.Background(), transport.Query{Cmds: []transport.Cmd{{Script: "echo ok"}}})
 	if err != nil || string(snap.Cmds[0].Stdout) != "ok\n" {
 		t.Fatalf("query through ReadOnly: %v", err)
 	}
 	if r.Host() != h.Host() {
 		t.Errorf("Host() = %q, want %q", r.Host(), h.Host())
 	}
-	res, err := r.Stage(context.Background(), StageRequest{Cmds: []Cmd{{Script: "echo staged"}}})
+	res, err := r.Stage(context.Background(), transport.StageRequest{Cmds: []transport.Cmd{{Script: "echo staged"}}})
 	if err != nil || string(res[0].Stdout) != "staged\n" {
 		t.Fatalf("stage through ReadOnly: %v", err)
 	}
@@ -736,11 +750,11 @@ func TestShellQuoteRoundTrip(t *testing.T) {
 	var script strings.Builder
 	script.WriteString("printf '%s\\0'")
 	for _, s := range inputs {
-		script.WriteString(" " + ShellQuote(s))
+		script.WriteString(" " + transport.ShellQuote(s))
 	}
 	script.WriteString("\n")
 	for _, sh := range shells {
-		res, err := (&local{name: "l", shell: sh}).Run(context.Background(), script.String(), nil)
+		res, err := testConn(t, "l", sh, nil).Run(context.Background(), script.String(), nil)
 		if err != nil || !res.OK() {
 			t.Fatalf("%s: %v %q", sh, err, res.Stderr)
 		}
@@ -749,8 +763,8 @@ func TestShellQuoteRoundTrip(t *testing.T) {
 			t.Errorf("%s: round trip (-want +got):\n%s", sh, diff)
 		}
 	}
-	if ShellQuote("/etc/containerd/config.toml") != "/etc/containerd/config.toml" {
-		t.Errorf("safe path quoted: %s", ShellQuote("/etc/containerd/config.toml"))
+	if transport.ShellQuote("/etc/containerd/config.toml") != "/etc/containerd/config.toml" {
+		t.Errorf("safe path quoted: %s", transport.ShellQuote("/etc/containerd/config.toml"))
 	}
 }
 
@@ -764,10 +778,10 @@ func BenchmarkQuery(b *testing.B) {
 		}
 		files = append(files, p)
 	}
-	h := NewHost(NewLocal("bench"), HostOptions{})
+	h := NewHost(localconn.New("bench"), HostOptions{})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := h.Query(context.Background(), Query{Files: files}); err != nil {
+		if _, err := h.Query(context.Background(), transport.Query{Files: files}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package transport
+package node
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"nodeconverge/engine/transport"
 )
 
 // How data reaches a remote script.
@@ -390,7 +392,7 @@ func (s *script) line(words ...string) {
 }
 
 // cmd appends a run of c that prints a C record with index i.
-func (s *script) cmd(i int, c Cmd) error {
+func (s *script) cmd(i int, c transport.Cmd) error {
 	if err := checkCmd(c); err != nil {
 		return err
 	}
@@ -399,10 +401,10 @@ func (s *script) cmd(i int, c Cmd) error {
 	if len(c.Argv) > 0 {
 		words = append(words, "argv")
 		for _, a := range c.Argv {
-			words = append(words, ShellQuote(a))
+			words = append(words, transport.ShellQuote(a))
 		}
 	} else {
-		words = append(words, "sh", ShellQuote(c.Script))
+		words = append(words, "sh", transport.ShellQuote(c.Script))
 	}
 	s.line(words...)
 	return nil
@@ -418,7 +420,7 @@ func (s *script) build(stateDir string, holder int, filler bool) (string, []byte
 	var text strings.Builder
 	text.WriteString(prelude)
 	text.WriteString(scratchPrelude)
-	fmt.Fprintf(&text, "_nc_td=%s\n", ShellQuote(path.Join(stateDir, ScratchDirName)))
+	fmt.Fprintf(&text, "_nc_td=%s\n", transport.ShellQuote(path.Join(stateDir, ScratchDirName)))
 	if holder > 0 {
 		fmt.Fprintf(&text, "_nc_hold=%d\n", holder)
 	}
@@ -464,7 +466,7 @@ func marker(prefix string) (string, error) {
 }
 
 // checkCmd rejects commands a shell cannot carry.
-func checkCmd(c Cmd) error {
+func checkCmd(c transport.Cmd) error {
 	if len(c.Argv) == 0 && c.Script == "" {
 		return fmt.Errorf("command has neither Script nor Argv")
 	}

@@ -1,4 +1,4 @@
-package transport
+package node
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 )
 
 // TestApplySyncsBeforeLiveChange: the backup and the manifest line an op
@@ -37,7 +40,7 @@ func TestApplySyncsBeforeLiveChange(t *testing.T) {
 			state := filepath.Join(root, "state")
 			live := filepath.Join(root, "etc")
 			runID := "20261201T040000Z-sync"
-			h := NewHost(&local{name: "node-" + sh, shell: sh, env: []string{"PATH=" + bin + ":" + NodePath, "LC_ALL=C"}},
+			h := NewHost(testConn(t, "node-"+sh, sh, []string{"PATH=" + bin + ":" + localconn.NodePath, "LC_ALL=C"}),
 				HostOptions{RunID: runID, StateDir: state})
 			existing := filepath.Join(live, "existing.toml")
 			writeFile(t, existing, []byte("old\n"), 0o644)
@@ -45,10 +48,10 @@ func TestApplySyncsBeforeLiveChange(t *testing.T) {
 			writeFile(t, moved, []byte("registry\n"), 0o644)
 			removed := filepath.Join(live, "conf.d", "gone.toml")
 			writeFile(t, removed, []byte("gone\n"), 0o644)
-			ops := []Op{
-				{Kind: OpWrite, Path: existing, Content: []byte("new\n"), Backup: true},
-				{Kind: OpMove, From: moved, Path: filepath.Join(live, "disabled", "zz.toml"), Backup: true},
-				{Kind: OpRemove, Path: removed, Backup: true},
+			ops := []transport.Op{
+				{Kind: transport.OpWrite, Path: existing, Content: []byte("new\n"), Backup: true},
+				{Kind: transport.OpMove, From: moved, Path: filepath.Join(live, "disabled", "zz.toml"), Backup: true},
+				{Kind: transport.OpRemove, Path: removed, Backup: true},
 			}
 			if _, err := h.Apply(context.Background(), ops); err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package transport
+package node
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"nodeconverge/engine/transport"
 )
 
 // Pending restarts.
@@ -52,21 +54,21 @@ func PendingPath(stateDir, handler string) string {
 // PendingOp is the Apply op that records rec on the node (mode 0600). When
 // the same run records the same handler again, the Files are whatever rec
 // says: the caller merges.
-func PendingOp(stateDir string, rec PendingRecord) (Op, error) {
+func PendingOp(stateDir string, rec PendingRecord) (transport.Op, error) {
 	if rec.Handler == "" {
-		return Op{}, fmt.Errorf("pending record without a handler name")
+		return transport.Op{}, fmt.Errorf("pending record without a handler name")
 	}
 	b, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
-		return Op{}, fmt.Errorf("encode pending record for %q: %w", rec.Handler, err)
+		return transport.Op{}, fmt.Errorf("encode pending record for %q: %w", rec.Handler, err)
 	}
-	return Op{Kind: OpWrite, Path: PendingPath(stateDir, rec.Handler), Content: append(b, '\n'), Mode: 0o600}, nil
+	return transport.Op{Kind: transport.OpWrite, Path: PendingPath(stateDir, rec.Handler), Content: append(b, '\n'), Mode: 0o600}, nil
 }
 
 // ClearPendingOp is the Apply op that removes handler's record; removing a
 // record that is not there succeeds.
-func ClearPendingOp(stateDir, handler string) Op {
-	return Op{Kind: OpRemove, Path: PendingPath(stateDir, handler)}
+func ClearPendingOp(stateDir, handler string) transport.Op {
+	return transport.Op{Kind: transport.OpRemove, Path: PendingPath(stateDir, handler)}
 }
 
 // Pending reads every pending record on the node in one round trip, keyed by
@@ -74,7 +76,7 @@ func ClearPendingOp(stateDir, handler string) Op {
 // stands for a restart someone owes.
 func (h *Host) Pending(ctx context.Context) (map[string]PendingRecord, error) {
 	glob := path.Join(PendingDir(h.opts.StateDir), "*.json")
-	snap, err := h.Query(ctx, Query{Globs: []string{glob}})
+	snap, err := h.Query(ctx, transport.Query{Globs: []string{glob}})
 	if err != nil {
 		return nil, fmt.Errorf("read pending records: %w", err)
 	}

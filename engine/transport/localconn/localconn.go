@@ -1,4 +1,10 @@
-package transport
+// Package localconn implements transport.Conn on this machine: pull mode
+// (`ansible_connection: local`, `-c local`), a host-root run from a
+// privileged container, and the tests of the node-side scripts and of the
+// modules, which need a real shell but no SSH. It sits beside sshconn and,
+// like it, knows only the transport vocabulary: the protocol spoken over
+// the connection (engine/node) is layered on top.
+package localconn
 
 import (
 	"bytes"
@@ -15,30 +21,31 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"nodeconverge/engine/transport"
 )
 
-// local runs the node-side scripts on this machine: pull mode
-// (`ansible_connection: local`, `-c local`), a host-root run from a
-// privileged container (Root set), and the tests of the scripts and modules.
+// local runs the node-side scripts on this machine (see the package
+// comment); Root set makes it a host-root connection.
 type local struct {
 	name string
-	// shell is the program run as `<shell> -s`; tests set it to check
-	// the scripts under more than one shell.
+	// shell is the program run as `<shell> -s` (Options.Shell).
 	shell string
 	// root, when not "", is the node's root directory as this process
 	// sees it; every script runs chrooted into it.
 	root string
 	// sudoUser, when not "", runs every script through `sudo -n -u`.
 	sudoUser string
-	// env, when not nil, replaces the controller's environment.
+	// env, when not nil, replaces the controller's environment
+	// (Options.Env, or the node's own with Root).
 	env []string
 	// rootPath, with root, is argv[0]'s path inside the root, found at
 	// dial: this machine's PATH lookup names this machine's binary.
 	rootPath string
 }
 
-// LocalOptions configure a local connection.
-type LocalOptions struct {
+// Options configure a local connection.
+type Options struct {
 	// Root is the node's root filesystem as seen from here, for a run in
 	// a privileged container that mounts the host's / (the toolkit
 	// container's --host-root, for instance /host). Scripts run chrooted
@@ -48,25 +55,38 @@ type LocalOptions struct {
 	// BecomeUser runs the scripts as that user through `sudo -n` when it
 	// is not the current user; "" runs them as the current user.
 	BecomeUser string
+	// Shell is the program every script is fed to as `<Shell> -s`; ""
+	// is sh, which is what a node runs. The tests of the node-side
+	// scripts set it to bash as well, because dash (Debian's sh) reads
+	// its script ahead and bash does not, and a script must work under
+	// both.
+	Shell string
+	// Env, when not nil, is the whole environment of every script,
+	// replacing the controller's own (or, with Root, the node's minimal
+	// one): tests put fake node commands first on PATH with it.
+	Env []string
 }
 
 // NodePath is the PATH a host-root run gives the node's shell: the
 // container's own PATH names the container's binaries, not the node's.
 const NodePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// NewLocal returns a Conn that runs `sh -s` on this machine, feeding it the
+// New returns a Conn that runs `sh -s` on this machine, feeding it the
 // script and then stdin exactly as an SSH connection would.
-func NewLocal(name string) Conn {
+func New(name string) transport.Conn {
 	return &local{name: name, shell: "sh"}
 }
 
-// DialLocal returns a local connection for host name with o. It checks
+// Dial returns a local connection for host name with o. It checks
 // what it can before any script runs: that Root is a directory holding
 // /bin/sh, that this process may chroot, and that the root's /proc shows
 // this process (the host's PID namespace, hostPID in Kubernetes), without
 // which the node lock could not tell whether this run is alive.
-func DialLocal(name string, o LocalOptions) (Conn, error) {
+func Dial(name string, o Options) (transport.Conn, error) {
 	l := &local{name: name, shell: "sh"}
+	if o.Shell != "" {
+		l.shell = o.Shell
+	}
 	if o.BecomeUser != "" {
 		cur, err := user.Current()
 		if err != nil {
@@ -77,6 +97,9 @@ func DialLocal(name string, o LocalOptions) (Conn, error) {
 		}
 	}
 	if o.Root == "" {
+		if o.Env != nil {
+			l.env = o.Env
+		}
 		return l, nil
 	}
 	root, err := filepath.Abs(o.Root)
@@ -113,8 +136,15 @@ func DialLocal(name string, o LocalOptions) (Conn, error) {
 	if l.rootPath == "" {
 		return nil, fmt.Errorf("%s: host root %s has no %s on %s", name, root, prog, NodePath)
 	}
+	if o.Env != nil {
+		l.env = o.Env
+	}
 	return l, nil
 }
+
+// A local connection's shells are this process's children, so the node lock
+// is tied to the controller rather than to some ancestor sshd.
+var _ transport.HolderConn = (*local)(nil)
 
 // argv is the command every script is fed to: the shell, through sudo
 // when the connection becomes another user (the user name is one argv
@@ -126,11 +156,15 @@ func (l *local) argv() []string {
 	return []string{l.shell, "-s"}
 }
 
-// localWaitDelay bounds how long Run waits for a cancelled script's children
-// to close their output before the pipes are closed under them.
-const localWaitDelay = 5 * time.Second
+// WaitDelay bounds how long Run waits for a cancelled script's children to
+// close their output before the pipes are closed under them, so it is also
+// the longest a cancelled Run takes to return.
+const WaitDelay = 5 * time.Second
 
-func (l *local) Run(ctx context.Context, script string, stdin []byte) (*CmdResult, error) {
+// Run feeds script and then stdin to a fresh shell, the way an SSH
+// connection's `sh -s` receives them, so the scripts tested here are the
+// scripts a node runs.
+func (l *local) Run(ctx context.Context, script string, stdin []byte) (*transport.CmdResult, error) {
 	argv := l.argv()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdin = io.MultiReader(strings.NewReader(script), bytes.NewReader(stdin))
@@ -154,9 +188,9 @@ func (l *local) Run(ctx context.Context, script string, stdin []byte) (*CmdResul
 	cmd.Cancel = func() error {
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 	}
-	cmd.WaitDelay = localWaitDelay
+	cmd.WaitDelay = WaitDelay
 	err := cmd.Run()
-	res := &CmdResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	res := &transport.CmdResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("%s: run script: %w", l.name, ctx.Err())
 	}
@@ -177,6 +211,7 @@ func (l *local) Run(ctx context.Context, script string, stdin []byte) (*CmdResul
 	return res, nil
 }
 
+// Name is the inventory name the connection was made for, for messages.
 func (l *local) Name() string { return l.name }
 
 // HolderPID is this process: a local script's shell is its child, and the

@@ -1,4 +1,4 @@
-package transport
+package node
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+
+	"nodeconverge/engine/transport"
 )
 
 // frames reads the records a remote script prints (see prelude). Every
@@ -69,7 +71,7 @@ func num(s string) (int, error) {
 
 // readFile reads the rest of an F or P record whose header is h. A present
 // file (P) gets its metadata and content later, from readStats.
-func (f *frames) readFile(h []string) (*FileInfo, error) {
+func (f *frames) readFile(h []string) (*transport.FileInfo, error) {
 	n, err := num(h[1])
 	if err != nil {
 		return nil, fmt.Errorf("file record: %w", err)
@@ -78,7 +80,7 @@ func (f *frames) readFile(h []string) (*FileInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file record name: %w", err)
 	}
-	fi := &FileInfo{Path: string(name)}
+	fi := &transport.FileInfo{Path: string(name)}
 	if h[0] == "P" {
 		fi.Exists = true
 		return fi, nil
@@ -104,7 +106,7 @@ func (f *frames) readFile(h []string) (*FileInfo, error) {
 // readStats reads the body of an S record: two stat lines for each present
 // file (the size of the copy that was read, then the path's own metadata),
 // then the contents of all of them.
-func (f *frames) readStats(present []*FileInfo) error {
+func (f *frames) readStats(present []*transport.FileInfo) error {
 	sizes := make([]int, len(present))
 	for i, fi := range present {
 		copyLine, err := f.line()
@@ -154,7 +156,7 @@ func knownName(s string) string {
 }
 
 // readCmd reads the rest of a C record whose header is h.
-func (f *frames) readCmd(h []string) (int, *CmdResult, error) {
+func (f *frames) readCmd(h []string) (int, *transport.CmdResult, error) {
 	i, err := num(h[1])
 	if err != nil {
 		return 0, nil, fmt.Errorf("command record: %w", err)
@@ -173,7 +175,7 @@ func (f *frames) readCmd(h []string) (int, *CmdResult, error) {
 			return 0, nil, fmt.Errorf("command %d: output size: %w", i, err)
 		}
 	}
-	res := &CmdResult{ExitCode: rc}
+	res := &transport.CmdResult{ExitCode: rc}
 	if res.Stdout, err = f.take(sizes[0]); err != nil {
 		return 0, nil, fmt.Errorf("command %d: stdout: %w", i, err)
 	}
@@ -270,13 +272,13 @@ func (e *ReadError) Error() string {
 // ops after it were not attempted.
 type OpError struct {
 	Index  int
-	Op     Op
+	Op     transport.Op
 	Stderr string
 }
 
 func (e *OpError) Error() string {
 	target := e.Op.Path
-	if e.Op.Kind == OpMove {
+	if e.Op.Kind == transport.OpMove {
 		target = e.Op.From + " -> " + e.Op.Path
 	}
 	return fmt.Sprintf("op %d (%s %s): %s", e.Index, e.Op.Kind, target, e.Stderr)

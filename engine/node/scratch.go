@@ -1,4 +1,4 @@
-package transport
+package node
 
 // Scratch directories on the node.
 //

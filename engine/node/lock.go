@@ -1,4 +1,4 @@
-package transport
+package node
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"nodeconverge/engine/transport"
 )
 
 // The node lock.
@@ -240,11 +242,11 @@ func (h *Host) lockScript(exclusive bool, fn string, owner []byte) *script {
 		mode, name = "exclusive", "x"
 	}
 	s := &script{}
-	s.line("SD=" + ShellQuote(h.opts.StateDir))
-	s.line("LD=" + ShellQuote(path.Join(h.opts.StateDir, "lock.d")))
-	s.line("RUN=" + ShellQuote(h.opts.RunID))
+	s.line("SD=" + transport.ShellQuote(h.opts.StateDir))
+	s.line("LD=" + transport.ShellQuote(path.Join(h.opts.StateDir, "lock.d")))
+	s.line("RUN=" + transport.ShellQuote(h.opts.RunID))
 	s.line("MODE=" + mode)
-	s.line("LNAME=" + ShellQuote(name))
+	s.line("LNAME=" + transport.ShellQuote(name))
 	if owner != nil {
 		s.line("OWNER=" + s.blob(owner))
 	}

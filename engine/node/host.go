@@ -1,4 +1,14 @@
-package transport
+// Package node is the protocol nodeconverge speaks to a node over any
+// transport.Conn: Host turns the Reader and Writer calls of modules into
+// one shell script per round trip (script.go) and reads its framed answer
+// (frames.go), remembers what the run read (cache.go), keeps private
+// scratch directories (scratch.go), backs up and rolls back what it
+// changes (rollback.go), holds the node lock (lock.go) and records the
+// handlers a node is owed (pending.go). It is apart from engine/transport
+// so that modules, which only ask, depend on the vocabulary and not on the
+// scripts, and so that connections (sshconn, localconn) stay free of the
+// protocol they carry.
+package node
 
 import (
 	"context"
@@ -10,6 +20,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"nodeconverge/engine/transport"
 )
 
 // DefaultStateDir is where nodeconverge keeps its state on a node.
@@ -44,7 +56,7 @@ type Stats struct {
 // Host implements Writer (and so Reader) over a Conn: each method is one
 // shell script, run with one Conn.Run.
 type Host struct {
-	conn Conn
+	conn transport.Conn
 	opts HostOptions
 
 	cache readCache
@@ -56,10 +68,10 @@ type Host struct {
 	received   atomic.Int64
 }
 
-var _ Writer = (*Host)(nil)
+var _ transport.Writer = (*Host)(nil)
 
 // NewHost returns a Host that talks to a node over c.
-func NewHost(c Conn, opts HostOptions) *Host {
+func NewHost(c transport.Conn, opts HostOptions) *Host {
 	if opts.RunID == "" {
 		opts.RunID = NewRunID(time.Now())
 	}
@@ -97,13 +109,13 @@ func (h *Host) Stats() Stats {
 
 // run sends s and returns its records, checking that the script got to its
 // end record.
-func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *CmdResult, error) {
+func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *transport.CmdResult, error) {
 	holder := 0
-	if hc, ok := h.conn.(HolderConn); ok {
+	if hc, ok := h.conn.(transport.HolderConn); ok {
 		holder = hc.HolderPID()
 	}
 	exact := false
-	if ec, ok := h.conn.(ExactStdinConn); ok {
+	if ec, ok := h.conn.(transport.ExactStdinConn); ok {
 		exact = ec.ExactStdin()
 	}
 	text, stdin, err := s.build(h.opts.StateDir, holder, !exact)
@@ -133,7 +145,7 @@ func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *CmdRe
 // sort bytewise and, as in any shell, `*` does not match a leading dot (ask
 // for `dir/.*.toml` as well to see hidden files). A path that exists but
 // cannot be read fails the Query with a *ReadError.
-func (h *Host) query(ctx context.Context, q Query) (*Snapshot, error) {
+func (h *Host) query(ctx context.Context, q transport.Query) (*transport.Snapshot, error) {
 	s := &script{}
 	// Present paths collect in the positional parameters as copy/path
 	// pairs for _nc_emit; see prelude.
@@ -143,15 +155,15 @@ func (h *Host) query(ctx context.Context, q Query) (*Snapshot, error) {
 		if err := checkQueryPath(p); err != nil {
 			return nil, fmt.Errorf("%s: query: file %q: %w", h.Host(), p, err)
 		}
-		s.line(`_nc_k=$((_nc_k + 1)); _nc_copy "$_nc_k"`, ShellQuote(p),
-			`&& set -- "$@" "$T/c$_nc_k"`, ShellQuote(p))
+		s.line(`_nc_k=$((_nc_k + 1)); _nc_copy "$_nc_k"`, transport.ShellQuote(p),
+			`&& set -- "$@" "$T/c$_nc_k"`, transport.ShellQuote(p))
 	}
 	for i, g := range q.Globs {
 		if err := checkQueryPath(g); err != nil {
 			return nil, fmt.Errorf("%s: query: glob %q: %w", h.Host(), g, err)
 		}
 		// Unquoted on purpose, with IFS empty: expanded, never split.
-		s.line("_nc_g=" + ShellQuote(g))
+		s.line("_nc_g=" + transport.ShellQuote(g))
 		s.line(`for _nc_f in $_nc_g; do if [ -e "$_nc_f" ] || [ -L "$_nc_f" ]; then`)
 		s.line(fmt.Sprintf(`printf 'M %d %%d\n%%s' "${#_nc_f}" "$_nc_f"`, i))
 		s.line(`_nc_k=$((_nc_k + 1)); _nc_copy "$_nc_k" "$_nc_f" && set -- "$@" "$T/c$_nc_k" "$_nc_f"`)
@@ -167,10 +179,10 @@ func (h *Host) query(ctx context.Context, q Query) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := &Snapshot{
-		Files: make(map[string]*FileInfo, len(q.Files)),
+	snap := &transport.Snapshot{
+		Files: make(map[string]*transport.FileInfo, len(q.Files)),
 		Globs: make(map[string][]string, len(q.Globs)),
-		Cmds:  make([]*CmdResult, len(q.Cmds)),
+		Cmds:  make([]*transport.CmdResult, len(q.Cmds)),
 	}
 	for _, g := range q.Globs {
 		snap.Globs[g] = []string{}
@@ -181,8 +193,8 @@ func (h *Host) query(ctx context.Context, q Query) (*Snapshot, error) {
 	return snap, nil
 }
 
-func parseSnapshot(f *frames, q Query, snap *Snapshot) error {
-	var present []*FileInfo
+func parseSnapshot(f *frames, q transport.Query, snap *transport.Snapshot) error {
+	var present []*transport.FileInfo
 	stats := false
 	for {
 		hdr, err := f.header()
@@ -262,7 +274,7 @@ func checkQueryPath(p string) error {
 // commands in order inside it, and removes it however the script ends. Every
 // command runs even when an earlier one failed; the caller judges the
 // results.
-func (h *Host) stage(ctx context.Context, r StageRequest) ([]*CmdResult, error) {
+func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transport.CmdResult, error) {
 	names := make([]string, 0, len(r.Files))
 	for name := range r.Files {
 		if err := checkRelPath(name); err != nil {
@@ -287,7 +299,7 @@ func (h *Host) stage(ctx context.Context, r StageRequest) ([]*CmdResult, error) 
 		if mode == 0 {
 			mode = 0o644
 		}
-		s.line("_nc_sfile", ShellQuote(clean), ShellQuote(dir), s.blob(r.Files[name].Content),
+		s.line("_nc_sfile", transport.ShellQuote(clean), transport.ShellQuote(dir), s.blob(r.Files[name].Content),
 			chmodArg(mode), `> "$T/e" 2>&1 || _nc_fail`, fmt.Sprint(i))
 	}
 	s.line(`cd -- "$SCRATCH"`, `||`, `exit 117`)
@@ -301,7 +313,7 @@ func (h *Host) stage(ctx context.Context, r StageRequest) ([]*CmdResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*CmdResult, len(r.Cmds))
+	out := make([]*transport.CmdResult, len(r.Cmds))
 	for {
 		hdr, err := f.header()
 		if err != nil {
@@ -392,7 +404,7 @@ func checkLivePath(p string) error {
 // performed, in the run's manifest (see Rollback), so the run can be undone
 // even when the controller dies part way. StateDir itself (pending records,
 // the lock) is nodeconverge's bookkeeping and is never rolled back.
-func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
+func (h *Host) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpResult, error) {
 	if len(ops) == 0 {
 		return nil, nil
 	}
@@ -413,18 +425,18 @@ func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 	}
 	backups := path.Join(h.opts.StateDir, "backups")
 	s := &script{}
-	s.line("BK=" + ShellQuote(path.Join(backups, h.opts.RunID)))
-	s.line("SD=" + ShellQuote(h.opts.StateDir))
+	s.line("BK=" + transport.ShellQuote(path.Join(backups, h.opts.RunID)))
+	s.line("SD=" + transport.ShellQuote(h.opts.StateDir))
 	for _, op := range ops {
 		if op.Backup {
 			// Keep KeepBackups-1 older runs: this run's directory,
 			// created below, is the last one kept.
 			// This run's directory and those of runs still owed a
 			// handler (KeepRuns) are never pruned.
-			words := []string{"_nc_prune", ShellQuote(backups), fmt.Sprint(h.opts.KeepBackups - 1), ShellQuote(h.opts.RunID)}
+			words := []string{"_nc_prune", transport.ShellQuote(backups), fmt.Sprint(h.opts.KeepBackups - 1), transport.ShellQuote(h.opts.RunID)}
 			if kept := h.kept.Load(); kept != nil {
 				for _, id := range *kept {
-					words = append(words, ShellQuote(id))
+					words = append(words, transport.ShellQuote(id))
 				}
 			}
 			s.line(append(words, `> "$T/e" 2>&1 || _nc_fail -1`)...)
@@ -441,7 +453,7 @@ func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 		}
 		var words []string
 		switch op.Kind {
-		case OpWrite:
+		case transport.OpWrite:
 			if err := checkNUL(op.Owner + op.Group); err != nil {
 				return nil, fmt.Errorf("%s: apply: op %d (write %s): owner or group: %w", h.Host(), i, op.Path, err)
 			}
@@ -449,17 +461,17 @@ func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 			if content == nil {
 				content = []byte{}
 			}
-			words = []string{"_nc_write", ShellQuote(op.Path), s.blob(content),
-				ShellQuote(chmodArg(op.Mode)), ShellQuote(op.Owner), ShellQuote(op.Group), backup}
-		case OpMove:
+			words = []string{"_nc_write", transport.ShellQuote(op.Path), s.blob(content),
+				transport.ShellQuote(chmodArg(op.Mode)), transport.ShellQuote(op.Owner), transport.ShellQuote(op.Group), backup}
+		case transport.OpMove:
 			if err := checkLivePath(op.From); err != nil {
 				return nil, fmt.Errorf("%s: apply: op %d (move %q): from: %w", h.Host(), i, op.From, err)
 			}
-			words = []string{"_nc_move", ShellQuote(op.Path), ShellQuote(op.From), backup}
-		case OpRemove:
-			words = []string{"_nc_remove", ShellQuote(op.Path), backup}
-		case OpKeep:
-			words = []string{"_nc_keep", ShellQuote(op.Path)}
+			words = []string{"_nc_move", transport.ShellQuote(op.Path), transport.ShellQuote(op.From), backup}
+		case transport.OpRemove:
+			words = []string{"_nc_remove", transport.ShellQuote(op.Path), backup}
+		case transport.OpKeep:
+			words = []string{"_nc_keep", transport.ShellQuote(op.Path)}
 		default:
 			return nil, fmt.Errorf("%s: apply: op %d: unknown kind %q", h.Host(), i, op.Kind)
 		}
@@ -471,7 +483,7 @@ func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var results []OpResult
+	var results []transport.OpResult
 	for {
 		hdr, err := f.header()
 		if err != nil {
@@ -486,7 +498,7 @@ func (h *Host) Apply(ctx context.Context, ops []Op) ([]OpResult, error) {
 			if i != len(results) || i >= len(ops) {
 				return results, fmt.Errorf("%s: apply: result for op %d out of order", h.Host(), i)
 			}
-			results = append(results, OpResult{Path: ops[i].Path, BackupPath: bk})
+			results = append(results, transport.OpResult{Path: ops[i].Path, BackupPath: bk})
 		case "X":
 			// X -1 is the pruning before the first op.
 			if len(hdr) == 3 && hdr[1] == "-1" {
@@ -553,7 +565,7 @@ func (h *Host) checkOptions() error {
 // Argv as one quoted command. A non-zero exit is in the result, not an
 // error. Commands run with LC_ALL=C, so their output does not depend on
 // the node's locale.
-func (h *Host) Exec(ctx context.Context, c Cmd) (*CmdResult, error) {
+func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult, error) {
 	if c.Touches != nil {
 		h.cache.forget(c.Touches)
 	} else {

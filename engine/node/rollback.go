@@ -1,10 +1,12 @@
-package transport
+package node
 
 import (
 	"context"
 	"fmt"
 	"path"
 	"strings"
+
+	"nodeconverge/engine/transport"
 )
 
 // The run manifest.
@@ -190,7 +192,7 @@ func (h *Host) RollbackRun(ctx context.Context, runID string) ([]string, error) 
 		return nil, fmt.Errorf("%s: rollback: %w", h.Host(), err)
 	}
 	s := &script{}
-	s.line("BK=" + ShellQuote(path.Join(h.opts.StateDir, "backups", runID)))
+	s.line("BK=" + transport.ShellQuote(path.Join(h.opts.StateDir, "backups", runID)))
 	s.body.WriteString(rollbackPrelude)
 	s.line("_nc_rollback")
 	f, _, err := h.run(ctx, "rollback", s)

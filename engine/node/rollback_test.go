@@ -1,4 +1,4 @@
-package transport
+package node
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"nodeconverge/engine/transport"
 )
 
 func readString(t *testing.T, p string) string {
@@ -39,20 +40,20 @@ func TestRollbackUndoesEveryOpOfTheRun(t *testing.T) {
 			run := "20261129T211000Z-abcd"
 			h := newTestHost(t, sh, HostOptions{RunID: run, StateDir: state})
 			pending := PendingPath(state, "restart containerd")
-			ops := []Op{
-				{Kind: OpWrite, Path: a, Content: []byte("a1\n"), Backup: true},
-				{Kind: OpWrite, Path: b, Content: []byte("b1\n"), Backup: true},
-				{Kind: OpMove, Path: d, From: c, Backup: true},
-				{Kind: OpRemove, Path: e, Backup: true},
-				{Kind: OpWrite, Path: pending, Content: []byte("{}"), Backup: true},
+			ops := []transport.Op{
+				{Kind: transport.OpWrite, Path: a, Content: []byte("a1\n"), Backup: true},
+				{Kind: transport.OpWrite, Path: b, Content: []byte("b1\n"), Backup: true},
+				{Kind: transport.OpMove, Path: d, From: c, Backup: true},
+				{Kind: transport.OpRemove, Path: e, Backup: true},
+				{Kind: transport.OpWrite, Path: pending, Content: []byte("{}"), Backup: true},
 			}
 			if _, err := h.Apply(ctx, ops); err != nil {
 				t.Fatal(err)
 			}
 			// A second Apply of the same run appends to the manifest.
-			if _, err := h.Apply(ctx, []Op{
-				{Kind: OpWrite, Path: a, Content: []byte("a2\n"), Backup: true},
-				{Kind: OpWrite, Path: b, Content: []byte("b2\n"), Backup: true},
+			if _, err := h.Apply(ctx, []transport.Op{
+				{Kind: transport.OpWrite, Path: a, Content: []byte("a2\n"), Backup: true},
+				{Kind: transport.OpWrite, Path: b, Content: []byte("b2\n"), Backup: true},
 			}); err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +109,7 @@ func TestRollbackUndoesEveryOpOfTheRun(t *testing.T) {
 				t.Errorf("second rollback = %v, %v; want nothing", again, err)
 			}
 			// The run can apply again; a fresh manifest starts.
-			if _, err := h.Apply(ctx, []Op{{Kind: OpWrite, Path: b, Content: []byte("b3\n"), Backup: true}}); err != nil {
+			if _, err := h.Apply(ctx, []transport.Op{{Kind: transport.OpWrite, Path: b, Content: []byte("b3\n"), Backup: true}}); err != nil {
 				t.Fatal(err)
 			}
 			if got, want := readString(t, ManifestPath(state, run)), "write '"+b+"' '' 0 ''\n"; got != want {
@@ -126,9 +127,9 @@ func TestRollbackWithoutBackupReportsAndGoesOn(t *testing.T) {
 	created := filepath.Join(dir, "created")
 	writeFile(t, kept, []byte("old"), 0o644)
 	h := newTestHost(t, "sh", HostOptions{RunID: "r1", StateDir: state})
-	if _, err := h.Apply(ctx, []Op{
-		{Kind: OpWrite, Path: created, Content: []byte("x")},
-		{Kind: OpWrite, Path: kept, Content: []byte("new")}, // no Backup
+	if _, err := h.Apply(ctx, []transport.Op{
+		{Kind: transport.OpWrite, Path: created, Content: []byte("x")},
+		{Kind: transport.OpWrite, Path: kept, Content: []byte("new")}, // no Backup
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestPendingRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Apply(ctx, []Op{op}); err != nil {
+	if _, err := h.Apply(ctx, []transport.Op{op}); err != nil {
 		t.Fatal(err)
 	}
 	recs, err = h.Pending(ctx)
@@ -182,7 +183,7 @@ func TestPendingRecords(t *testing.T) {
 	if diff := cmp.Diff(map[string]PendingRecord{"restart containerd": rec}, recs); diff != "" {
 		t.Errorf("pending (-want +got):\n%s", diff)
 	}
-	if _, err := h.Apply(ctx, []Op{ClearPendingOp(state, "restart containerd")}); err != nil {
+	if _, err := h.Apply(ctx, []transport.Op{ClearPendingOp(state, "restart containerd")}); err != nil {
 		t.Fatal(err)
 	}
 	if recs, err = h.Pending(ctx); err != nil || len(recs) != 0 {
@@ -209,7 +210,7 @@ func TestRollbackKeep(t *testing.T) {
 			knob := filepath.Join(dir, "proc", "knob")
 			writeFile(t, knob, []byte("128\n"), 0o644)
 			h := newTestHost(t, sh, HostOptions{RunID: "r1", StateDir: state})
-			res, err := h.Apply(ctx, []Op{{Kind: OpKeep, Path: knob, Backup: true}})
+			res, err := h.Apply(ctx, []transport.Op{{Kind: transport.OpKeep, Path: knob, Backup: true}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +244,7 @@ func TestRollbackKeep(t *testing.T) {
 			}
 
 			// A path that can no longer be written: the error says so.
-			if _, err := h.Apply(ctx, []Op{{Kind: OpKeep, Path: knob, Backup: true}}); err != nil {
+			if _, err := h.Apply(ctx, []transport.Op{{Kind: transport.OpKeep, Path: knob, Backup: true}}); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.Remove(knob); err != nil {
@@ -270,7 +271,7 @@ func TestRollbackRunUndoesAnotherRun(t *testing.T) {
 	f := filepath.Join(dir, "f")
 	writeFile(t, f, []byte("old"), 0o644)
 	earlier := newTestHost(t, "sh", HostOptions{RunID: "r1", StateDir: state})
-	if _, err := earlier.Apply(ctx, []Op{{Kind: OpWrite, Path: f, Content: []byte("new"), Backup: true}}); err != nil {
+	if _, err := earlier.Apply(ctx, []transport.Op{{Kind: transport.OpWrite, Path: f, Content: []byte("new"), Backup: true}}); err != nil {
 		t.Fatal(err)
 	}
 	later := newTestHost(t, "sh", HostOptions{RunID: "r2", StateDir: state})

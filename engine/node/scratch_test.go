@@ -1,4 +1,4 @@
-package transport
+package node
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"nodeconverge/engine/transport"
 )
 
 // entries lists the names in dir; a missing dir has none.
@@ -37,8 +39,8 @@ func TestScratchUnderStateDir(t *testing.T) {
 			state := filepath.Join(t.TempDir(), "state")
 			h := newTestHost(t, sh, HostOptions{StateDir: state, RunID: "r1"})
 			ctx := context.Background()
-			secret := map[string]StagedFile{"conf.d/secret.toml": {Content: []byte("password = \"s3cret\"\n"), Mode: 0o600}}
-			res, err := h.Stage(ctx, StageRequest{Files: secret, Cmds: []Cmd{{Script: `echo "$SCRATCH"; stat -c %a "$SCRATCH/.." "$SCRATCH/../.."`}}})
+			secret := map[string]transport.StagedFile{"conf.d/secret.toml": {Content: []byte("password = \"s3cret\"\n"), Mode: 0o600}}
+			res, err := h.Stage(ctx, transport.StageRequest{Files: secret, Cmds: []transport.Cmd{{Script: `echo "$SCRATCH"; stat -c %a "$SCRATCH/.." "$SCRATCH/../.."`}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,7 +53,7 @@ func TestScratchUnderStateDir(t *testing.T) {
 			}
 
 			// SIGKILL of the script's shell: no trap runs.
-			if _, err := h.Stage(ctx, StageRequest{Files: secret, Cmds: []Cmd{{Script: `kill -KILL $PPID`}}}); err == nil {
+			if _, err := h.Stage(ctx, transport.StageRequest{Files: secret, Cmds: []transport.Cmd{{Script: `kill -KILL $PPID`}}}); err == nil {
 				t.Fatal("a script killed by SIGKILL succeeded")
 			}
 			left := entries(t, filepath.Join(state, ScratchDirName))
@@ -61,7 +63,7 @@ func TestScratchUnderStateDir(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(state, ScratchDirName, left[0], "scratch/conf.d/secret.toml")); err != nil {
 				t.Fatalf("the killed script's staged file: %v", err)
 			}
-			if _, err := h.Query(ctx, Query{Files: []string{"/proc/self/stat"}}); err != nil {
+			if _, err := h.Query(ctx, transport.Query{Files: []string{"/proc/self/stat"}}); err != nil {
 				t.Fatal(err)
 			}
 			if got := entries(t, filepath.Join(state, ScratchDirName)); len(got) != 0 {
@@ -83,7 +85,7 @@ func TestScratchFallback(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	writeFile(t, file, nil, 0o644)
 	h := newTestHost(t, "sh", HostOptions{StateDir: filepath.Join(file, "state"), RunID: "r1"})
-	snap, err := h.Query(context.Background(), Query{Files: []string{file}, Cmds: []Cmd{{Script: `ls "$TMPDIR"`}}})
+	snap, err := h.Query(context.Background(), transport.Query{Files: []string{file}, Cmds: []transport.Cmd{{Script: `ls "$TMPDIR"`}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package transport
+package node
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"nodeconverge/engine/transport"
+	"nodeconverge/engine/transport/localconn"
 )
 
 // TestReadCache: a repeated Query or Stage costs no round trip until the
@@ -18,13 +21,13 @@ func TestReadCache(t *testing.T) {
 	if err := os.WriteFile(f, []byte("one"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := NewHost(NewLocal("cache"), HostOptions{RunID: "r1", StateDir: filepath.Join(dir, "state")})
-	q := Query{Files: []string{f}, Globs: []string{filepath.Join(dir, "*.toml")}}
+	h := NewHost(localconn.New("cache"), HostOptions{RunID: "r1", StateDir: filepath.Join(dir, "state")})
+	q := transport.Query{Files: []string{f}, Globs: []string{filepath.Join(dir, "*.toml")}}
 	s1, err := h.Query(ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1.Files[f] = &FileInfo{Path: f} // what the overlay does to its copy
+	s1.Files[f] = &transport.FileInfo{Path: f} // what the overlay does to its copy
 	s1.Globs[q.Globs[0]] = nil
 	s2, err := h.Query(ctx, q)
 	if err != nil {
@@ -36,7 +39,7 @@ func TestReadCache(t *testing.T) {
 	if string(s2.File(f).Content) != "one" || len(s2.Globs[q.Globs[0]]) != 1 {
 		t.Fatalf("cached snapshot was changed through a returned copy: %+v", s2)
 	}
-	st := StageRequest{Files: map[string]StagedFile{"x": {Content: []byte("x")}}, Cmds: []Cmd{{Script: "cat x"}}}
+	st := transport.StageRequest{Files: map[string]transport.StagedFile{"x": {Content: []byte("x")}}, Cmds: []transport.Cmd{{Script: "cat x"}}}
 	for i := 0; i < 2; i++ {
 		if _, err := h.Stage(ctx, st); err != nil {
 			t.Fatal(err)
@@ -45,7 +48,7 @@ func TestReadCache(t *testing.T) {
 	if got := h.Stats().RoundTrips; got != 2 {
 		t.Fatalf("two identical stages cost %d round trips in all, want 2", got-1)
 	}
-	if _, err := h.Apply(ctx, []Op{{Kind: OpWrite, Path: f, Content: []byte("two")}}); err != nil {
+	if _, err := h.Apply(ctx, []transport.Op{{Kind: transport.OpWrite, Path: f, Content: []byte("two")}}); err != nil {
 		t.Fatal(err)
 	}
 	s3, err := h.Query(ctx, q)
@@ -67,21 +70,21 @@ func TestCacheLearnsWrites(t *testing.T) {
 	if err := os.WriteFile(a, []byte("one"), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	h := NewHost(NewLocal("cache"), HostOptions{RunID: "r1", StateDir: filepath.Join(dir, "state")})
-	q := Query{Files: []string{a, b}, Globs: []string{filepath.Join(dir, "*.toml")}}
+	h := NewHost(localconn.New("cache"), HostOptions{RunID: "r1", StateDir: filepath.Join(dir, "state")})
+	q := transport.Query{Files: []string{a, b}, Globs: []string{filepath.Join(dir, "*.toml")}}
 	if _, err := h.Query(ctx, q); err != nil {
 		t.Fatal(err)
 	}
 	moved := filepath.Join(dir, "moved", "a.toml")
-	if _, err := h.Apply(ctx, []Op{
-		{Kind: OpWrite, Path: b, Content: []byte("new")},
-		{Kind: OpWrite, Path: a, Content: []byte("two")},
-		{Kind: OpMove, From: a, Path: moved},
+	if _, err := h.Apply(ctx, []transport.Op{
+		{Kind: transport.OpWrite, Path: b, Content: []byte("new")},
+		{Kind: transport.OpWrite, Path: a, Content: []byte("two")},
+		{Kind: transport.OpMove, From: a, Path: moved},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	trips := h.Stats().RoundTrips
-	q2 := Query{Files: []string{a, b, moved}, Globs: []string{filepath.Join(dir, "*.toml")}}
+	q2 := transport.Query{Files: []string{a, b, moved}, Globs: []string{filepath.Join(dir, "*.toml")}}
 	cached, err := h.Query(ctx, q2)
 	if err != nil {
 		t.Fatal(err)
@@ -114,15 +117,17 @@ func TestCmdReadsDropOnWrite(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	a, b, c := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")
-	h := NewHost(NewLocal("reads"), HostOptions{RunID: "r1", StateDir: filepath.Join(dir, "state")})
-	probe := func(p string) Cmd { return Cmd{Argv: []string{"ls", "-1", dir}, Reads: []string{p}} }
-	plain := Cmd{Argv: []string{"echo", "plain"}}
-	q := Query{Cmds: []Cmd{probe(a), probe(c), plain}}
+	h := NewHost(localconn.New("reads"), HostOptions{RunID: "r1", StateDir: filepath.Join(dir, "state")})
+	probe := func(p string) transport.Cmd {
+		return transport.Cmd{Argv: []string{"ls", "-1", dir}, Reads: []string{p}}
+	}
+	plain := transport.Cmd{Argv: []string{"echo", "plain"}}
+	q := transport.Query{Cmds: []transport.Cmd{probe(a), probe(c), plain}}
 	if _, err := h.Query(ctx, q); err != nil {
 		t.Fatal(err)
 	}
 	// b is read by no command: every result stays.
-	if _, err := h.Apply(ctx, []Op{{Kind: OpWrite, Path: b, Content: []byte("b")}}); err != nil {
+	if _, err := h.Apply(ctx, []transport.Op{{Kind: transport.OpWrite, Path: b, Content: []byte("b")}}); err != nil {
 		t.Fatal(err)
 	}
 	trips := h.Stats().RoundTrips
@@ -130,14 +135,14 @@ func TestCmdReadsDropOnWrite(t *testing.T) {
 		t.Fatalf("a write to a path no command reads made a query go to the node (err %v)", err)
 	}
 	// Moving b to c changes what probe(c) reads, not a plain command.
-	if _, err := h.Apply(ctx, []Op{{Kind: OpMove, From: b, Path: c}}); err != nil {
+	if _, err := h.Apply(ctx, []transport.Op{{Kind: transport.OpMove, From: b, Path: c}}); err != nil {
 		t.Fatal(err)
 	}
 	trips = h.Stats().RoundTrips
-	if _, err := h.Query(ctx, Query{Cmds: []Cmd{probe(a), plain}}); err != nil || h.Stats().RoundTrips != trips {
+	if _, err := h.Query(ctx, transport.Query{Cmds: []transport.Cmd{probe(a), plain}}); err != nil || h.Stats().RoundTrips != trips {
 		t.Fatalf("a move made unrelated commands run again (err %v)", err)
 	}
-	s, err := h.Query(ctx, Query{Cmds: []Cmd{probe(c)}})
+	s, err := h.Query(ctx, transport.Query{Cmds: []transport.Cmd{probe(c)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,14 +151,14 @@ func TestCmdReadsDropOnWrite(t *testing.T) {
 	}
 	// A write below a read path (its parent directory made on the way).
 	sub := filepath.Join(dir, "sub")
-	if _, err := h.Query(ctx, Query{Cmds: []Cmd{probe(sub)}}); err != nil {
+	if _, err := h.Query(ctx, transport.Query{Cmds: []transport.Cmd{probe(sub)}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Apply(ctx, []Op{{Kind: OpWrite, Path: filepath.Join(sub, "x"), Content: []byte("x")}}); err != nil {
+	if _, err := h.Apply(ctx, []transport.Op{{Kind: transport.OpWrite, Path: filepath.Join(sub, "x"), Content: []byte("x")}}); err != nil {
 		t.Fatal(err)
 	}
 	trips = h.Stats().RoundTrips
-	if s, err = h.Query(ctx, Query{Cmds: []Cmd{probe(sub)}}); err != nil {
+	if s, err = h.Query(ctx, transport.Query{Cmds: []transport.Cmd{probe(sub)}}); err != nil {
 		t.Fatal(err)
 	}
 	if h.Stats().RoundTrips != trips+1 || !strings.Contains(string(s.Cmds[0].Stdout), "sub") {
@@ -169,17 +174,17 @@ func TestStageUnitsShared(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	log := filepath.Join(dir, "ran.log")
-	h := NewHost(NewLocal("units"), HostOptions{RunID: "r1", StateDir: filepath.Join(dir, "state")})
-	unit := func(content string) StageUnit {
-		return StageUnit{Files: map[string]StagedFile{"c.toml": {Content: []byte(content), Mode: 0o600}},
-			Cmd: Cmd{Script: "cat c.toml >>" + ShellQuote(log) + "; echo >>" + ShellQuote(log) + "; cat c.toml"}}
+	h := NewHost(localconn.New("units"), HostOptions{RunID: "r1", StateDir: filepath.Join(dir, "state")})
+	unit := func(content string) transport.StageUnit {
+		return transport.StageUnit{Files: map[string]transport.StagedFile{"c.toml": {Content: []byte(content), Mode: 0o600}},
+			Cmd: transport.Cmd{Script: "cat c.toml >>" + transport.ShellQuote(log) + "; echo >>" + transport.ShellQuote(log) + "; cat c.toml"}}
 	}
 	ran := func() []string {
 		b, _ := os.ReadFile(log)
 		_ = os.Remove(log)
 		return strings.Fields(string(b))
 	}
-	res, err := h.Stage(ctx, StageRequest{Cmds: []Cmd{{Script: "echo plain"}}, Units: []StageUnit{unit("a"), unit("b"), unit("a")}})
+	res, err := h.Stage(ctx, transport.StageRequest{Cmds: []transport.Cmd{{Script: "echo plain"}}, Units: []transport.StageUnit{unit("a"), unit("b"), unit("a")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +195,7 @@ func TestStageUnitsShared(t *testing.T) {
 		t.Fatalf("first request ran %q, want a and b once each", got)
 	}
 	// Another request: b is known (now at another index), c is new.
-	res, err = h.Stage(ctx, StageRequest{Units: []StageUnit{unit("c"), unit("b")}})
+	res, err = h.Stage(ctx, transport.StageRequest{Units: []transport.StageUnit{unit("c"), unit("b")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +206,7 @@ func TestStageUnitsShared(t *testing.T) {
 		t.Fatalf("second request ran %q, want only the new unit c", got)
 	}
 	trips := h.Stats().RoundTrips
-	if _, err := h.Stage(ctx, StageRequest{Units: []StageUnit{unit("a"), unit("c")}}); err != nil {
+	if _, err := h.Stage(ctx, transport.StageRequest{Units: []transport.StageUnit{unit("a"), unit("c")}}); err != nil {
 		t.Fatal(err)
 	}
 	if h.Stats().RoundTrips != trips || len(ran()) != 0 {
@@ -212,16 +217,16 @@ func TestStageUnitsShared(t *testing.T) {
 	}
 	// A write keeps the proofs (they read only their own files); a
 	// command that may change anything forgets them.
-	if _, err := h.Apply(ctx, []Op{{Kind: OpWrite, Path: filepath.Join(dir, "f"), Content: []byte("x")}}); err != nil {
+	if _, err := h.Apply(ctx, []transport.Op{{Kind: transport.OpWrite, Path: filepath.Join(dir, "f"), Content: []byte("x")}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Stage(ctx, StageRequest{Units: []StageUnit{unit("a")}}); err != nil || len(ran()) != 0 {
+	if _, err := h.Stage(ctx, transport.StageRequest{Units: []transport.StageUnit{unit("a")}}); err != nil || len(ran()) != 0 {
 		t.Fatalf("a write made a known unit run again (err %v)", err)
 	}
-	if _, err := h.Exec(ctx, Cmd{Script: "true"}); err != nil {
+	if _, err := h.Exec(ctx, transport.Cmd{Script: "true"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Stage(ctx, StageRequest{Units: []StageUnit{unit("a")}}); err != nil {
+	if _, err := h.Stage(ctx, transport.StageRequest{Units: []transport.StageUnit{unit("a")}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := ran(); strings.Join(got, ",") != "a" {

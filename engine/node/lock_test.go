@@ -1,4 +1,4 @@
-package transport
+package node
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"nodeconverge/engine/transport"
 )
 
 // argvConn runs the script with an arbitrary command line, so a test can
@@ -18,13 +20,13 @@ import (
 // shell, the way sshd sits there on a real node.
 type argvConn struct{ argv []string }
 
-func (c argvConn) Run(ctx context.Context, script string, stdin []byte) (*CmdResult, error) {
+func (c argvConn) Run(ctx context.Context, script string, stdin []byte) (*transport.CmdResult, error) {
 	cmd := exec.CommandContext(ctx, c.argv[0], c.argv[1:]...)
 	cmd.Stdin = io.MultiReader(strings.NewReader(script), bytes.NewReader(stdin))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
-	res := &CmdResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}
+	res := &transport.CmdResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		res.ExitCode = ee.ExitCode()
@@ -209,46 +211,5 @@ func TestLockHolderNamedByConnection(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestDialLocalRefusesBadHostRoot: a host root without a shell, or whose
-// /proc is another PID namespace's, is refused before any script runs.
-func TestDialLocalRefusesBadHostRoot(t *testing.T) {
-	noShell := t.TempDir()
-	if _, err := DialLocal("n1", LocalOptions{Root: noShell}); err == nil || !strings.Contains(err.Error(), "has no /bin/sh") {
-		t.Errorf("root without /bin/sh: err = %v", err)
-	}
-	otherPID := t.TempDir()
-	for _, d := range []string{"bin", "proc"} {
-		if err := os.Mkdir(filepath.Join(otherPID, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink("/bin/sh", filepath.Join(otherPID, "bin/sh")); err != nil {
-		t.Fatal(err)
-	}
-	// What a container's own /proc shows a process that is PID 1 there.
-	if err := os.Symlink("1", filepath.Join(otherPID, "proc/self")); err != nil {
-		t.Fatal(err)
-	}
-	if os.Geteuid() != 0 {
-		t.Fatalf("this test needs root (chroot), as CI runs it")
-	}
-	if _, err := DialLocal("n1", LocalOptions{Root: otherPID}); err == nil || !strings.Contains(err.Error(), "hostPID") {
-		t.Errorf("root with another PID namespace's /proc: err = %v", err)
-	}
-	// The machine's own root is a valid host root: scripts run chrooted
-	// into it, and the node lock names this process.
-	c, err := DialLocal("n1", LocalOptions{Root: "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.Run(context.Background(), "readlink /proc/self/root; echo $PATH", nil)
-	if err != nil || !res.OK() {
-		t.Fatalf("run: %v %+v", err, res)
-	}
-	if got := string(res.Stdout); got != "/\n"+NodePath+"\n" {
-		t.Errorf("chrooted shell printed %q", got)
 	}
 }
