@@ -206,7 +206,7 @@ verify_converged() {
 # (sshd's own per-connection processes included) is one pid in the trace.
 declare -A PROCS
 count_procs() {
-	local wl=$1 tool=$2 n p t
+	local wl=$1 tool=$2 key=${3:-$1-$2} n p t
 	local -a tr=() sp=() lp=()
 	local probe=("${NODES[0]}")
 	((${#NODES[@]} >= 4)) && probe+=("${NODES[3]}")
@@ -236,8 +236,8 @@ count_procs() {
 			/<\.\.\. execve resumed>/ && ($1 in pend) { if (/ = 0$/) c++; delete pend[$1] }
 			END { print c + 0 }' "${tr[i]}")")
 	done
-	PROCS[$wl-$tool]=${counts[*]}
-	PROCS[$wl-$tool:containerd]=${ctrd[*]}
+	PROCS[$key]=${counts[*]}
+	PROCS[$key:containerd]=${ctrd[*]}
 	log "remote processes/execs per host ($wl, $tool; ${probe[*]}): ${counts[*]}; containerd config dumps: ${ctrd[*]}"
 }
 
@@ -258,7 +258,9 @@ if [[ -n $SCALE ]]; then
 			}
 		done
 	done
-	count_procs drift nodeconverge
+	# Counted on the limited run: what a node runs does not depend on the fleet's size, and the
+	# whole fleet under strace would take as long again as the timed run.
+	count_procs drift nodeconverge-small drift-nodeconverge
 	# Where the controller's CPU goes: one more drift run under perf (Go keeps frame pointers).
 	if [[ -n ${PROFILE:-} ]] && command -v perf >/dev/null; then
 		perf record -q -F 2999 -g -o "$W/perf.data" -- "$NC" "${NCARGS[@]}" --check "$W/nc.yaml" >/dev/null 2>&1 || true
