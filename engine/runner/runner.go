@@ -488,10 +488,9 @@ func checkOrder(plays []*playbook.Play, targets map[*playbook.Play][]*inventory.
 
 // retire ends the run for hosts that are done: it releases each one's
 // node lock, closes its connection, and drops its state (connection, read
-// cache, plans) once its report is sealed. Its rendered arguments stay:
-// a step abandoned after a timeout may still read them (3 KB a host for
-// the shipped playbook, measured at 2000 hosts). A host
-// that was unreachable, or whose connection was abandoned after a
+// cache, plans, rendered arguments) once its report is sealed; a step
+// abandoned after a timeout keeps the state it holds alive, and nothing
+// else reads it. A host that was unreachable, or whose connection was abandoned after a
 // timeout, keeps its lock: it goes stale when the connection's sshd
 // process ends, and the next run takes it over (and says so). A host lost
 // only now, at the release, is reported unreachable.
