@@ -21,7 +21,7 @@ source "$dir/lab.env"
 reads='containerd config dump
 containerd --config /etc/containerd/config.toml config dump
 cat /etc/sysctl.d/99-inotify.conf /proc/sys/fs/inotify/max_user_instances /proc/sys/fs/inotify/max_user_watches
-cat /etc/containerd/config.toml /etc/containerd/conf.d/*.toml'
+cat /etc/containerd/config.toml /etc/containerd/conf.d/*.toml /etc/containerd/certs.d/harbor.lab/hosts.toml'
 case $mode in
 true) script=true ;;
 drift) script=$reads ;;
@@ -40,6 +40,10 @@ containerd --config /etc/containerd/config.toml.new config dump >/dev/null
 mv /etc/containerd/config.toml.new /etc/containerd/config.toml
 mkdir -p /etc/containerd/conf.d.disabled
 mv /etc/containerd/conf.d/zz-labhub-registry.toml /etc/containerd/conf.d.disabled/
+mkdir -p /etc/containerd/certs.d/harbor.lab
+cat > /etc/containerd/certs.d/harbor.lab/hosts.toml <<'NCBENCH_EOF'
+$(cat "$here/ansible/files/hosts.toml")
+NCBENCH_EOF
 systemctl restart containerd
 i=0
 until ctr plugins ls | awk '\$1 == \"io.containerd.grpc.v1\" && \$2 == \"cri\" { s = \$NF } END { exit s != \"ok\" }'; do
