@@ -1,8 +1,6 @@
 package app
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"nodeconverge/engine/inventory"
@@ -14,14 +12,7 @@ import (
 // play targets, and places what they declare; tasks of other modules
 // declare nothing.
 func TestDeclaredFromRegistry(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := testWriter(t)
 	invPath := write("inv.yaml", "all:\n  children:\n    gpu:\n      hosts:\n        g1: {}\n    cpu:\n      hosts:\n        c1: {}\n")
 	pb := write("pb.yaml", `- hosts: gpu
   tasks:

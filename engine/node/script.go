@@ -147,16 +147,18 @@ _nc_dir() {
 	_nc_d=${1%/*}
 	[ -n "$_nc_d" ] || _nc_d=/
 }
+_nc_pdir() {
+	[ ! -d "$1" ] || return 0
+	umask 077
+	mkdir -p -- "$1"
+	_nc_r=$?
+	umask 022
+	return "$_nc_r"
+}
 _nc_backup() {
 	bk=$BK$1
 	if [ ! -e "$bk" ] && [ ! -L "$bk" ]; then
-		if [ ! -d "${bk%/*}" ]; then
-			umask 077
-			mkdir -p -- "${bk%/*}"
-			_nc_r=$?
-			umask 022
-			[ "$_nc_r" = 0 ] || return 1
-		fi
+		_nc_pdir "${bk%/*}" || return 1
 		cp -a -- "$1" "$bk" || { _nc_wfail "back up $1 to $bk" "${bk%/*}"; return 1; }
 		[ -z "$_nc_pb" ] || _nc_sync
 		_nc_pb=$bk
@@ -205,13 +207,7 @@ _nc_rec() {
 		return 1
 		;;
 	esac
-	if [ ! -d "$BK" ]; then
-		umask 077
-		mkdir -p -- "$BK"
-		_nc_qe=$?
-		umask 022
-		[ "$_nc_qe" = 0 ] || return 1
-	fi
+	_nc_pdir "$BK" || return 1
 	_nc_q "$2"
 	_nc_ml="$1 $_nc_qv"
 	_nc_q "$3"
@@ -293,11 +289,7 @@ _nc_keep() {
 		return 1
 	fi
 	if [ ! -e "$bk" ]; then
-		umask 077
-		mkdir -p -- "${bk%/*}"
-		_nc_r=$?
-		umask 022
-		[ "$_nc_r" = 0 ] || return 1
+		_nc_pdir "${bk%/*}" || return 1
 		cat -- "$1" > "$bk.new" && _nc_sync "$bk.new" && mv -f -- "$bk.new" "$bk" || {
 			rm -f -- "$bk.new"
 			_nc_wfail "keep $1 in $bk" "${bk%/*}"
