@@ -604,17 +604,25 @@ func TestApplyRefusals(t *testing.T) {
 	}
 }
 
-func TestApplyPrunesOldBackups(t *testing.T) {
+// oldBackups is a node with four earlier runs' backups, a file to write
+// and a Host keeping 3 runs' backups: the pruning tests' setup.
+func oldBackups(t *testing.T) (h *Host, backups string, old []string, target, run string) {
+	t.Helper()
 	dir := t.TempDir()
-	backups := filepath.Join(dir, "state", "backups")
-	old := []string{"20240101T000000Z-0001", "20250101T000000Z-0002", "20250601T000000Z-0003", "20251231T000000Z-0004"}
+	backups = filepath.Join(dir, "state", "backups")
+	old = []string{"20240101T000000Z-0001", "20250101T000000Z-0002", "20250601T000000Z-0003", "20251231T000000Z-0004"}
 	for _, id := range old {
 		writeFile(t, filepath.Join(backups, id, "etc", "f"), []byte(id), 0o644)
 	}
-	target := filepath.Join(dir, "f")
+	target = filepath.Join(dir, "f")
 	writeFile(t, target, []byte("x"), 0o644)
-	run := "20261129T211000Z-abcd"
-	h := newTestHost(t, "sh", HostOptions{RunID: run, StateDir: filepath.Join(dir, "state"), KeepBackups: 3})
+	run = "20261129T211000Z-abcd"
+	h = newTestHost(t, "sh", HostOptions{RunID: run, StateDir: filepath.Join(dir, "state"), KeepBackups: 3})
+	return h, backups, old, target, run
+}
+
+func TestApplyPrunesOldBackups(t *testing.T) {
+	h, backups, _, target, run := oldBackups(t)
 	if _, err := h.Apply(context.Background(), []transport.Op{{Kind: transport.OpWrite, Path: target, Content: []byte("y"), Backup: true}}); err != nil {
 		t.Fatal(err)
 	}
@@ -627,16 +635,7 @@ func TestApplyPrunesOldBackups(t *testing.T) {
 // TestApplyKeepsOwingRunsBackups: a run still owed a handler keeps its
 // backups however old, so the owed restart can roll it back.
 func TestApplyKeepsOwingRunsBackups(t *testing.T) {
-	dir := t.TempDir()
-	backups := filepath.Join(dir, "state", "backups")
-	old := []string{"20240101T000000Z-0001", "20250101T000000Z-0002", "20250601T000000Z-0003", "20251231T000000Z-0004"}
-	for _, id := range old {
-		writeFile(t, filepath.Join(backups, id, "etc", "f"), []byte(id), 0o644)
-	}
-	target := filepath.Join(dir, "f")
-	writeFile(t, target, []byte("x"), 0o644)
-	run := "20261129T211000Z-abcd"
-	h := newTestHost(t, "sh", HostOptions{RunID: run, StateDir: filepath.Join(dir, "state"), KeepBackups: 3})
+	h, backups, old, target, run := oldBackups(t)
 	h.KeepRuns([]string{old[0], "it's not a dir"})
 	if _, err := h.Apply(context.Background(), []transport.Op{{Kind: transport.OpWrite, Path: target, Content: []byte("y"), Backup: true}}); err != nil {
 		t.Fatal(err)

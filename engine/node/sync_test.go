@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -90,7 +91,7 @@ func TestApplySyncsBeforeLiveChange(t *testing.T) {
 				if next < len(changes) && strings.HasPrefix(l, changes[next].prefix) {
 					c := changes[next]
 					if !synced[c.backup] || !synced[manifest] {
-						t.Errorf("%q ran before its backup %s and the manifest were synced (synced so far: %v)", l, c.backup, keys(synced))
+						t.Errorf("%q ran before its backup %s and the manifest were synced (synced so far: %v)", l, c.backup, slices.Sorted(maps.Keys(synced)))
 					}
 					delete(synced, manifest)
 					next++
@@ -106,13 +107,4 @@ func TestApplySyncsBeforeLiveChange(t *testing.T) {
 			}
 		})
 	}
-}
-
-func keys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
