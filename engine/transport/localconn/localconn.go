@@ -97,9 +97,7 @@ func Dial(name string, o Options) (transport.Conn, error) {
 		}
 	}
 	if o.Root == "" {
-		if o.Env != nil {
-			l.env = o.Env
-		}
+		l.env = o.Env // nil: the controller's own
 		return l, nil
 	}
 	root, err := filepath.Abs(o.Root)

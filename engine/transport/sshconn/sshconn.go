@@ -579,10 +579,10 @@ func (c *conn) run(ctx context.Context, script string, stdin []byte, sudoUser st
 		// trip per host.
 		n := strconv.Itoa(len(payload))
 		head, dd := `head -c `+n, `dd bs=1 count=`+n+` 2>/dev/null`
-		switch {
-		case c.forceDD || c.headKind.Load() == headDD:
+		switch kind := c.headKind.Load(); {
+		case c.forceDD || kind == headDD:
 			reader = dd
-		case c.headKind.Load() == headExact:
+		case kind == headExact:
 			reader = head
 		default:
 			reader = `if [ "$(printf ab | { head -c 1 >/dev/null 2>&1; cat; })" = b ]; then echo "` + headMarker + `exact" >&2; ` + head +
@@ -668,9 +668,7 @@ func (c *conn) run(ctx context.Context, script string, stdin []byte, sudoUser st
 		}
 		return nil, fmt.Errorf("run on %s: remote shell did not start (exit %d): %s", c.name, code, strings.TrimSpace(string(errBytes)))
 	}
-	if k := c.noteHead(errBytes[j:]); k > 0 {
-		j += k
-	}
+	j += c.noteHead(errBytes[j:])
 	res.Stderr = append(errBytes[:i:i], errBytes[j:]...)
 	if code == 125 && bytes.Contains(res.Stderr, []byte(truncatedMarker)) {
 		if werr != nil {
