@@ -338,8 +338,9 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 	}
 	later := laterTasks(plays)
 	var keep func(string) bool
+	var order []*inventory.Host
 	if o.Check {
-		order := checkOrder(plays, targets)
+		order = checkOrder(plays, targets)
 		first := map[string]bool{}
 		for _, h := range order[:min(o.Forks, len(order))] {
 			first[h.Name] = true
@@ -364,7 +365,7 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 	work, release := r.workContext(ctx)
 	defer release()
 	if o.Check {
-		r.checkInGroups(work, plays)
+		r.checkInGroups(work, plays, order)
 	} else {
 		for _, p := range plays {
 			if r.stopped() {
@@ -426,8 +427,8 @@ func (r *runner) closeAll() {
 // starts changes no outcome, only the order of the output (each group
 // prints its own PLAY header, as a serial batch does). max_fail_percentage
 // still counts over the whole play (playTally).
-func (r *runner) checkInGroups(ctx context.Context, plays []*playbook.Play) {
-	order := checkOrder(plays, r.targets)
+// order is checkOrder's.
+func (r *runner) checkInGroups(ctx context.Context, plays []*playbook.Play, order []*inventory.Host) {
 	for start := 0; start == 0 || start < len(order); start += r.o.Forks {
 		group := order[start:min(start+r.o.Forks, len(order))]
 		in := make(map[string]bool, len(group))
