@@ -368,19 +368,6 @@ func TestStageFileConflictFails(t *testing.T) {
 	}
 }
 
-func readDirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
-}
-
 func modeOf(t *testing.T, p string) fs.FileMode {
 	t.Helper()
 	st, err := os.Lstat(p)
@@ -488,7 +475,7 @@ func TestApply(t *testing.T) {
 				t.Errorf("remove backup: %q", got)
 			}
 			for _, d := range []string{live, filepath.Join(live, "conf.d"), filepath.Join(live, "new", "dir")} {
-				for _, n := range readDirNames(t, d) {
+				for _, n := range entries(t, d) {
 					if strings.HasPrefix(n, ".nodeconverge.") {
 						t.Errorf("temporary file left: %s/%s", d, n)
 					}
@@ -627,7 +614,7 @@ func TestApplyPrunesOldBackups(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"20250601T000000Z-0003", "20251231T000000Z-0004", run}
-	if diff := cmp.Diff(want, readDirNames(t, backups)); diff != "" {
+	if diff := cmp.Diff(want, entries(t, backups)); diff != "" {
 		t.Errorf("backup dirs (-want +got):\n%s", diff)
 	}
 }
@@ -641,7 +628,7 @@ func TestApplyKeepsOwingRunsBackups(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{old[0], old[3], run}
-	if diff := cmp.Diff(want, readDirNames(t, backups)); diff != "" {
+	if diff := cmp.Diff(want, entries(t, backups)); diff != "" {
 		t.Errorf("backup dirs (-want +got):\n%s", diff)
 	}
 }
