@@ -775,3 +775,91 @@ func BenchmarkQuery(b *testing.B) {
 	b.ReportMetric(float64(st.BytesSent)/float64(b.N), "sent/op")
 	b.ReportMetric(float64(st.BytesReceived)/float64(b.N), "recv/op")
 }
+
+// TestQueryMemo checks that a Memo command runs once per program file: a
+// later run is answered from the node's kept output until the file
+// changes, and output that a failure or stderr marks as unusual is never
+// kept.
+func TestQueryMemo(t *testing.T) {
+	for _, sh := range shells {
+		t.Run(sh, func(t *testing.T) {
+			dir := t.TempDir()
+			state := filepath.Join(dir, "state")
+			bin := filepath.Join(dir, "bin")
+			runs := filepath.Join(dir, "runs")
+			prog := func(name, body string) {
+				writeFile(t, filepath.Join(bin, name), []byte("#!/bin/sh\necho x >> "+runs+"\n"+body+"\n"), 0o755)
+			}
+			count := func() int {
+				b, err := os.ReadFile(runs)
+				if errors.Is(err, fs.ErrNotExist) {
+					return 0
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return bytes.Count(b, []byte("x"))
+			}
+			env := []string{"PATH=" + bin + ":/usr/bin:/bin", "LC_ALL=C"}
+			query := func(argv ...string) *transport.CmdResult {
+				t.Helper()
+				h := NewHost(testConn(t, "node-"+sh, sh, env), HostOptions{StateDir: state})
+				snap, err := h.Query(context.Background(), transport.Query{Cmds: []transport.Cmd{{Argv: argv, Memo: true}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return snap.Cmds[0]
+			}
+			prog("ctrd", `printf 'ctrd v1.7.0\nsecond line'`)
+			for i := range 3 {
+				// By name (found in PATH) and by path: the same file, the same kept output.
+				name := "ctrd"
+				if i == 2 {
+					name = filepath.Join(bin, "ctrd")
+				}
+				r := query(name, "--version")
+				if !r.OK() || string(r.Stdout) != "ctrd v1.7.0\nsecond line" || len(r.Stderr) != 0 {
+					t.Fatalf("run %d: %d %q %q", i, r.ExitCode, r.Stdout, r.Stderr)
+				}
+			}
+			if n := count(); n != 1 {
+				t.Fatalf("the program ran %d times for 3 queries, want 1", n)
+			}
+			if r := query("ctrd", "--help"); !r.OK() || count() != 2 {
+				t.Fatalf("another argv must not share the kept output: %q, %d runs", r.Stdout, count())
+			}
+			// A new binary (another size, a new inode) is asked again.
+			if err := os.Remove(filepath.Join(bin, "ctrd")); err != nil {
+				t.Fatal(err)
+			}
+			prog("ctrd", `echo 'ctrd v2.1.4'`)
+			if r := query("ctrd", "--version"); string(r.Stdout) != "ctrd v2.1.4\n" || count() != 3 {
+				t.Fatalf("after the binary changed: %q, %d runs", r.Stdout, count())
+			}
+			if r := query("ctrd", "--version"); string(r.Stdout) != "ctrd v2.1.4\n" || count() != 3 {
+				t.Fatalf("the new binary's output was not kept: %q, %d runs", r.Stdout, count())
+			}
+			old, err := filepath.Glob(filepath.Join(state, "memo", "*"))
+			if err != nil || len(old) != 2 {
+				t.Fatalf("memo files %v (%v): the replaced binary's output must be dropped", old, err)
+			}
+			// Failures and warnings are asked every time.
+			prog("warn", `echo v; echo careful >&2`)
+			prog("fail", `echo v; exit 3`)
+			for range 2 {
+				if r := query("warn"); string(r.Stderr) != "careful\n" {
+					t.Fatalf("warn: %q", r.Stderr)
+				}
+				if r := query("fail"); r.ExitCode != 3 {
+					t.Fatalf("fail: exit %d", r.ExitCode)
+				}
+			}
+			if n := count(); n != 7 {
+				t.Fatalf("%d runs, want 7: a failure or stderr must not be kept", n)
+			}
+			if r := query("no-such-program-nodeconverge"); r.ExitCode != 127 {
+				t.Fatalf("missing program: exit %d", r.ExitCode)
+			}
+		})
+	}
+}

@@ -128,6 +128,15 @@ type Cmd struct {
 	// which changes only the files it names; Exec forgets every command
 	// result either way.
 	Reads []string `json:",omitempty"`
+	// Memo, for a Query, marks a command whose output depends only on the
+	// program it runs (Argv[0], found in PATH when it has no slash), such
+	// as `containerd --version`. Starting that program can cost a node as
+	// much as a config dump (a Go binary initialises every plugin before
+	// it reads its flags), so the node keeps the output of a run that
+	// exited 0 with nothing on stderr, keyed by the program file's
+	// identity (device, inode, size, modification and change times), and
+	// answers later runs from it while the file stays the same. Argv only.
+	Memo bool `json:",omitempty"`
 }
 
 // Query asks for a node's state in one round trip.

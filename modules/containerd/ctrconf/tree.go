@@ -93,6 +93,13 @@ func (t *Tree) File(path string) *File {
 	return nil
 }
 
+// VersionCmd is the Query command that reads the binary's version: a Memo
+// command, since starting containerd costs a node about as much as a config
+// dump and its version changes only with the binary.
+func VersionCmd(containerdBin string) transport.Cmd {
+	return transport.Cmd{Argv: []string{containerdBin, "--version"}, Memo: true}
+}
+
 // PrefetchQuery is what Gather will read on a node laid out as containerd's
 // packages and the GPU Operator lay it out (imports of conf.d/*.toml beside
 // the main config), for a runner to read ahead in one round trip. Other
@@ -105,7 +112,7 @@ func PrefetchQuery(mainPath, containerdBin string) transport.Query {
 	g := filepath.Join(filepath.Dir(mainPath), "conf.d", "*.toml")
 	q := transport.Query{
 		Files: []string{mainPath},
-		Cmds:  []transport.Cmd{{Script: transport.ShellQuote(containerdBin) + " --version"}},
+		Cmds:  []transport.Cmd{VersionCmd(containerdBin)},
 		Globs: []string{g},
 	}
 	if d := dotVariant(g); d != "" {
@@ -129,7 +136,7 @@ func Gather(ctx context.Context, h transport.Reader, mainPath, containerdBin str
 	mainPath = filepath.Clean(mainPath)
 	snap, err := h.Query(ctx, transport.Query{
 		Files: []string{mainPath},
-		Cmds:  []transport.Cmd{{Script: transport.ShellQuote(containerdBin) + " --version"}},
+		Cmds:  []transport.Cmd{VersionCmd(containerdBin)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: read %s: %w", h.Host(), mainPath, err)
