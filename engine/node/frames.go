@@ -105,8 +105,10 @@ func (f *frames) readFile(h []string) (*transport.FileInfo, error) {
 
 // readStats reads the body of an S record: two stat lines for each present
 // file (the size of the copy that was read, then the path's own metadata),
-// then the contents of all of them.
-func (f *frames) readStats(present []*transport.FileInfo) error {
+// then the contents of all of them and the query's marker line. A marker
+// out of place means a file printed directly changed size under the read
+// (errTorn).
+func (f *frames) readStats(present []*transport.FileInfo, marker string) error {
 	sizes := make([]int, len(present))
 	for i, fi := range present {
 		copyLine, err := f.line()
@@ -141,8 +143,11 @@ func (f *frames) readStats(present []*transport.FileInfo) error {
 	for i, fi := range present {
 		var err error
 		if fi.Content, err = f.take(sizes[i]); err != nil {
-			return fmt.Errorf("%s: content: %w", fi.Path, err)
+			return fmt.Errorf("%s: content: %w", fi.Path, errTorn)
 		}
+	}
+	if l, err := f.line(); err != nil || l != marker {
+		return errTorn
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path"
 	"sort"
@@ -146,9 +147,35 @@ func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *trans
 // for `dir/.*.toml` as well to see hidden files). A path that exists but
 // cannot be read fails the Query with a *ReadError.
 func (h *Host) query(ctx context.Context, q transport.Query) (*transport.Snapshot, error) {
+	snap, err := h.queryOnce(ctx, q, true)
+	if errors.Is(err, errTorn) {
+		// A file changed while it was read: read again from copies.
+		snap, err = h.queryOnce(ctx, q, false)
+	}
+	return snap, err
+}
+
+// errTorn is a Query whose files did not keep the sizes stat gave them
+// until cat printed them.
+var errTorn = errors.New("a file changed while it was read")
+
+// queryOnce is one Query round trip; direct lets the node print regular
+// files without copying them first (see prelude).
+func (h *Host) queryOnce(ctx context.Context, q transport.Query, direct bool) (*transport.Snapshot, error) {
 	s := &script{}
+	m, err := marker("NCQ")
+	if err != nil {
+		return nil, fmt.Errorf("%s: query: %w", h.Host(), err)
+	}
+	s.line("_nc_qm=" + m)
+	if direct {
+		s.line("_nc_qd=1")
+	} else {
+		s.line("_nc_qd=0")
+	}
 	// Present paths collect in the positional parameters as copy/path
-	// pairs for _nc_emit; see prelude.
+	// pairs for _nc_emit (a file printed directly is its own copy); see
+	// prelude.
 	s.line("set --")
 	s.line("_nc_k=0")
 	for _, p := range q.Files {
@@ -156,7 +183,7 @@ func (h *Host) query(ctx context.Context, q transport.Query) (*transport.Snapsho
 			return nil, fmt.Errorf("%s: query: file %q: %w", h.Host(), p, err)
 		}
 		s.line(`_nc_k=$((_nc_k + 1)); _nc_copy "$_nc_k"`, transport.ShellQuote(p),
-			`&& set -- "$@" "$T/c$_nc_k"`, transport.ShellQuote(p))
+			`&& set -- "$@" "$_nc_c"`, transport.ShellQuote(p))
 	}
 	for i, g := range q.Globs {
 		if err := checkQueryPath(g); err != nil {
@@ -166,7 +193,7 @@ func (h *Host) query(ctx context.Context, q transport.Query) (*transport.Snapsho
 		s.line("_nc_g=" + transport.ShellQuote(g))
 		s.line(`for _nc_f in $_nc_g; do if [ -e "$_nc_f" ] || [ -L "$_nc_f" ]; then`)
 		s.line(fmt.Sprintf(`printf 'M %d %%d\n%%s' "${#_nc_f}" "$_nc_f"`, i))
-		s.line(`_nc_k=$((_nc_k + 1)); _nc_copy "$_nc_k" "$_nc_f" && set -- "$@" "$T/c$_nc_k" "$_nc_f"`)
+		s.line(`_nc_k=$((_nc_k + 1)); _nc_copy "$_nc_k" "$_nc_f" && set -- "$@" "$_nc_c" "$_nc_f"`)
 		s.line("fi; done")
 	}
 	s.line(`_nc_emit "$@"`)
@@ -187,13 +214,13 @@ func (h *Host) query(ctx context.Context, q transport.Query) (*transport.Snapsho
 	for _, g := range q.Globs {
 		snap.Globs[g] = []string{}
 	}
-	if err := parseSnapshot(f, q, snap); err != nil {
+	if err := parseSnapshot(f, q, snap, m); err != nil {
 		return nil, fmt.Errorf("%s: query: %w", h.Host(), err)
 	}
 	return snap, nil
 }
 
-func parseSnapshot(f *frames, q transport.Query, snap *transport.Snapshot) error {
+func parseSnapshot(f *frames, q transport.Query, snap *transport.Snapshot, marker string) error {
 	var present []*transport.FileInfo
 	stats := false
 	for {
@@ -219,7 +246,7 @@ func parseSnapshot(f *frames, q transport.Query, snap *transport.Snapshot) error
 				return fmt.Errorf("second stat record")
 			}
 			stats = true
-			if err := f.readStats(present); err != nil {
+			if err := f.readStats(present, marker); err != nil {
 				return err
 			}
 		case "M":

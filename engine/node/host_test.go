@@ -10,6 +10,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -270,32 +271,80 @@ func TestFramesTruncated(t *testing.T) {
 		t.Fatal(err)
 	}
 	full := rec.last.Stdout
+	m := regexp.MustCompile(`_nc_qm=(NCQ-[0-9a-f]+)`).FindStringSubmatch(rec.script)
+	if m == nil {
+		t.Fatal("no query marker in the script")
+	}
 	newSnap := func() *transport.Snapshot {
 		return &transport.Snapshot{Files: map[string]*transport.FileInfo{}, Globs: map[string][]string{}, Cmds: make([]*transport.CmdResult, 1)}
 	}
-	if err := parseSnapshot(&frames{b: full}, q, newSnap()); err != nil {
+	if err := parseSnapshot(&frames{b: full}, q, newSnap(), m[1]); err != nil {
 		t.Fatalf("full answer: %v", err)
 	}
 	for n := 0; n < len(full); n++ {
-		if err := parseSnapshot(&frames{b: full[:n]}, q, newSnap()); err == nil {
+		if err := parseSnapshot(&frames{b: full[:n]}, q, newSnap(), m[1]); err == nil {
 			t.Fatalf("prefix of %d/%d bytes parsed without error", n, len(full))
 		}
 	}
-	if err := parseSnapshot(&frames{b: append(append([]byte{}, full...), 'x')}, q, newSnap()); err == nil {
+	if err := parseSnapshot(&frames{b: append(append([]byte{}, full...), 'x')}, q, newSnap(), m[1]); err == nil {
 		t.Fatal("trailing garbage parsed without error")
 	}
 }
 
-// recordConn keeps the last result its Conn returned.
+// recordConn keeps the last script it ran and the result its Conn returned.
 type recordConn struct {
 	transport.Conn
-	last *transport.CmdResult
+	script string
+	last   *transport.CmdResult
 }
 
 func (r *recordConn) Run(ctx context.Context, script string, stdin []byte) (*transport.CmdResult, error) {
 	res, err := r.Conn.Run(ctx, script, stdin)
-	r.last = res
+	r.script, r.last = script, res
 	return res, err
+}
+
+// growConn appends to a file between the stat and the cat of the first
+// script it runs, as another writer on the node might.
+type growConn struct {
+	transport.Conn
+	path string
+	runs int
+}
+
+func (g *growConn) Run(ctx context.Context, script string, stdin []byte) (*transport.CmdResult, error) {
+	g.runs++
+	if g.runs == 1 {
+		script = strings.Replace(script, "\tif cat -- \"$T/st\"", "\tprintf more >> "+transport.ShellQuote(g.path)+"\n\tif cat -- \"$T/st\"", 1)
+	}
+	return g.Conn.Run(ctx, script, stdin)
+}
+
+// TestQueryTornRead checks that a file that grows between the stat that
+// sizes it and the cat that prints it is read again, not cut or misframed.
+func TestQueryTornRead(t *testing.T) {
+	for _, sh := range shells {
+		t.Run(sh, func(t *testing.T) {
+			dir := t.TempDir()
+			a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+			writeFile(t, a, []byte("first\n"), 0o644)
+			writeFile(t, b, []byte("second\n"), 0o600)
+			g := &growConn{Conn: testConn(t, "node-"+sh, sh, nil), path: a}
+			snap, err := NewHost(g, HostOptions{}).Query(context.Background(), transport.Query{Files: []string{a, b}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.runs != 2 {
+				t.Errorf("%d round trips, want 2 (the torn read, then the copies)", g.runs)
+			}
+			if got := string(snap.File(a).Content); got != "first\nmore" {
+				t.Errorf("a: %q", got)
+			}
+			if got := snap.File(b); string(got.Content) != "second\n" || got.Mode != 0o600 {
+				t.Errorf("b: %q %v", got.Content, got.Mode)
+			}
+		})
+	}
 }
 
 func TestStage(t *testing.T) {

@@ -34,10 +34,14 @@ const (
 // _nc_ so Argv commands and user scripts do not collide with them.
 //
 // Starting a process costs milliseconds on a small node, so a Query does
-// not stat and print each file on its own: every file is copied (one cat
-// each, which also gives the true size of /proc files that stat reports as
-// empty), then one stat prints the metadata of all copies and paths and one
-// cat prints every copy.
+// not stat and print each file on its own: one stat prints the metadata of
+// every file and one cat prints them all, framed by the sizes stat gave.
+// Files whose size stat cannot tell (/proc and /sys report 0) and files the
+// shell cannot read (their cat error is the answer) are copied first (one
+// cat each), and their copies are what is measured and printed. A random
+// marker after the contents proves the sizes held: a file that changed
+// between stat and cat shifts it, and the Query is read again with every
+// file copied ($_nc_qd=0), which is exact.
 //
 // A backup copy and a manifest line must be on disk before the live path
 // they describe changes, not each at once: _nc_backup and _nc_rec leave
@@ -56,7 +60,7 @@ const (
 //	F <namelen> E <errlen>\n<name><err>         path unreadable
 //	P <namelen>\n<name>                         path present: its copy is in S
 //	M <glob> <namelen>\n<name>                  glob match (an F or P follows)
-//	S\n<2 stat lines per P><content of every P>  after all F, M and P
+//	S\n<2 stat lines per P><content of every P><marker>\n  after all F, M and P
 //	C <cmd> <exit>\n<outlen>\n<errlen>\n<out><err>
 //	O <op> <len>\n<backup path>                 op done
 //	X <op> <len>\n<stderr>                      op failed (script ends)
@@ -82,11 +86,22 @@ _nc_size() {
 	stat -c %s -- "$@" || { echo "nodeconverge: stat $*" >&2; exit 115; }
 }
 _nc_copy() {
+	_nc_c=$T/c$1
 	if [ ! -e "$2" ]; then
 		printf 'F %d 0\n%s' "${#2}" "$2"
 		return 1
 	fi
 	if [ -f "$2" ]; then
+		if [ "$_nc_qd" = 1 ] && [ -r "$2" ]; then
+			case $2 in
+			/proc/* | /sys/* | */proc/* | */sys/*) ;;
+			*)
+				_nc_c=$2
+				printf 'P %d\n%s' "${#2}" "$2"
+				return 0
+				;;
+			esac
+		fi
 		cat -- "$2" > "$T/c$1" 2> "$T/e" || { _nc_ferr "$2"; return 2; }
 	else
 		: > "$T/c$1" || exit 116
@@ -107,7 +122,11 @@ _nc_emit() {
 		shift 2
 		_nc_n=$((_nc_n - 1))
 	done
-	cat -- "$T/st" "$@" || exit 118
+	if cat -- "$T/st" "$@"; then
+		printf '%s\n' "$_nc_qm"
+	elif [ "$_nc_qd" != 1 ]; then
+		exit 118
+	fi
 }
 _nc_cmd() {
 	_nc_i=$1
