@@ -103,12 +103,105 @@ func (f *frames) readFile(h []string) (*transport.FileInfo, error) {
 	}
 }
 
+// answer is what a Query, Stage or Exec script printed, record by record.
+type answer struct {
+	files   []*transport.FileInfo // F and P records, in order
+	matches []match               // M records
+	cmds    []*transport.CmdResult
+	// failed is the X record of a stage file that could not be written.
+	failed *failure
+}
+
+type match struct {
+	glob int
+	name string
+}
+
+type failure struct {
+	index int
+	msg   string
+}
+
+// readAnswer reads records up to Z: nCmds is how many commands the script
+// ran, marker its marker line.
+func (f *frames) readAnswer(marker string, nCmds int) (*answer, error) {
+	a := &answer{cmds: make([]*transport.CmdResult, nCmds)}
+	var present []*transport.FileInfo
+	var order []int
+	stats := false
+	for {
+		hdr, err := f.header()
+		if err != nil {
+			return nil, err
+		}
+		if stats && hdr[0] != "Z" {
+			return nil, fmt.Errorf("%s record after the stat record", hdr[0])
+		}
+		switch hdr[0] {
+		case "F", "P":
+			fi, err := f.readFile(hdr)
+			if err != nil {
+				return nil, err
+			}
+			a.files = append(a.files, fi)
+			if fi.Exists {
+				present = append(present, fi)
+			}
+		case "M":
+			gi, name, err := f.readText(hdr)
+			if err != nil {
+				return nil, err
+			}
+			a.matches = append(a.matches, match{gi, name})
+		case "C":
+			i, rc, err := f.readCmd(hdr)
+			if err != nil {
+				return nil, err
+			}
+			if i >= nCmds || a.cmds[i] != nil {
+				return nil, fmt.Errorf("result for command %d of %d", i, nCmds)
+			}
+			a.cmds[i] = &transport.CmdResult{ExitCode: rc}
+			order = append(order, i)
+		case "X":
+			i, msg, err := f.readText(hdr)
+			if err != nil {
+				return nil, err
+			}
+			a.failed = &failure{i, msg}
+		case "S":
+			stats = true
+			if err := f.readStats(present, a.cmds, order, marker); err != nil {
+				return nil, err
+			}
+		case "Z":
+			if err := f.end(); err != nil {
+				return nil, err
+			}
+			if !stats && (len(present) > 0 || len(order) > 0) {
+				return nil, fmt.Errorf("no stat record")
+			}
+			if a.failed == nil {
+				for i, c := range a.cmds {
+					if c == nil {
+						return nil, fmt.Errorf("no result for command %d", i)
+					}
+				}
+			}
+			return a, nil
+		default:
+			return nil, fmt.Errorf("unexpected %s record", hdr[0])
+		}
+	}
+}
+
 // readStats reads the body of an S record: two stat lines for each present
-// file (the size of the copy that was read, then the path's own metadata),
-// then the contents of all of them and the query's marker line. A marker
-// out of place means a file printed directly changed size under the read
+// file (the size of the copy that was read, then the path's own metadata)
+// and for each command in order (its output, then its error), then the
+// contents of all of them and the script's marker line. A marker out of
+// place means a file printed directly changed size under the read
 // (errTorn).
-func (f *frames) readStats(present []*transport.FileInfo, marker string) error {
+func (f *frames) readStats(present []*transport.FileInfo, cmds []*transport.CmdResult, order []int, marker string) error {
 	sizes := make([]int, len(present))
 	for i, fi := range present {
 		copyLine, err := f.line()
@@ -140,10 +233,29 @@ func (f *frames) readStats(present []*transport.FileInfo, marker string) error {
 		}
 		fi.Owner, fi.Group = knownName(meta[4]), knownName(meta[5])
 	}
+	outs := make([]int, 2*len(order))
+	for k := range outs {
+		l, err := f.line()
+		if err != nil {
+			return fmt.Errorf("command %d: output size: %w", order[k/2], err)
+		}
+		if outs[k], err = num(strings.SplitN(l, " ", 2)[0]); err != nil {
+			return fmt.Errorf("command %d: output size: %w", order[k/2], err)
+		}
+	}
 	for i, fi := range present {
 		var err error
 		if fi.Content, err = f.take(sizes[i]); err != nil {
 			return fmt.Errorf("%s: content: %w", fi.Path, errTorn)
+		}
+	}
+	for k, i := range order {
+		var err error
+		if cmds[i].Stdout, err = f.take(outs[2*k]); err != nil {
+			return fmt.Errorf("command %d: stdout: %w", i, errTorn)
+		}
+		if cmds[i].Stderr, err = f.take(outs[2*k+1]); err != nil {
+			return fmt.Errorf("command %d: stderr: %w", i, errTorn)
 		}
 	}
 	if l, err := f.line(); err != nil || l != marker {
@@ -160,34 +272,18 @@ func knownName(s string) string {
 	return s
 }
 
-// readCmd reads the rest of a C record whose header is h.
-func (f *frames) readCmd(h []string) (int, *transport.CmdResult, error) {
+// readCmd reads a C record's header: the command's index and exit code
+// (its output comes in the S record).
+func (f *frames) readCmd(h []string) (int, int, error) {
 	i, err := num(h[1])
 	if err != nil {
-		return 0, nil, fmt.Errorf("command record: %w", err)
+		return 0, 0, fmt.Errorf("command record: %w", err)
 	}
 	rc, err := strconv.Atoi(h[2])
 	if err != nil {
-		return 0, nil, fmt.Errorf("command %d: exit code %q", i, h[2])
+		return 0, 0, fmt.Errorf("command %d: exit code %q", i, h[2])
 	}
-	var sizes [2]int
-	for k := range sizes {
-		l, err := f.line()
-		if err != nil {
-			return 0, nil, fmt.Errorf("command %d: output size: %w", i, err)
-		}
-		if sizes[k], err = num(l); err != nil {
-			return 0, nil, fmt.Errorf("command %d: output size: %w", i, err)
-		}
-	}
-	res := &transport.CmdResult{ExitCode: rc}
-	if res.Stdout, err = f.take(sizes[0]); err != nil {
-		return 0, nil, fmt.Errorf("command %d: stdout: %w", i, err)
-	}
-	if res.Stderr, err = f.take(sizes[1]); err != nil {
-		return 0, nil, fmt.Errorf("command %d: stderr: %w", i, err)
-	}
-	return i, res, nil
+	return i, rc, nil
 }
 
 // readText reads the length-framed text of an O or X record.

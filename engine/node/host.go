@@ -196,12 +196,12 @@ func (h *Host) queryOnce(ctx context.Context, q transport.Query, direct bool) (*
 		s.line(`_nc_k=$((_nc_k + 1)); _nc_copy "$_nc_k" "$_nc_f" && set -- "$@" "$_nc_c" "$_nc_f"`)
 		s.line("fi; done")
 	}
-	s.line(`_nc_emit "$@"`)
 	for i, c := range q.Cmds {
-		if err := s.cmd(i, c); err != nil {
+		if err := s.cmd(i, c, false); err != nil {
 			return nil, fmt.Errorf("%s: query: command %d: %w", h.Host(), i, err)
 		}
 	}
+	s.line(`_nc_emit "$@"`)
 	f, _, err := h.run(ctx, "query", s)
 	if err != nil {
 		return nil, err
@@ -221,69 +221,24 @@ func (h *Host) queryOnce(ctx context.Context, q transport.Query, direct bool) (*
 }
 
 func parseSnapshot(f *frames, q transport.Query, snap *transport.Snapshot, marker string) error {
-	var present []*transport.FileInfo
-	stats := false
-	for {
-		hdr, err := f.header()
-		if err != nil {
-			return err
-		}
-		switch hdr[0] {
-		case "F", "P":
-			if stats {
-				return fmt.Errorf("file record after the stat record")
-			}
-			fi, err := f.readFile(hdr)
-			if err != nil {
-				return err
-			}
-			snap.Files[fi.Path] = fi
-			if fi.Exists {
-				present = append(present, fi)
-			}
-		case "S":
-			if stats {
-				return fmt.Errorf("second stat record")
-			}
-			stats = true
-			if err := f.readStats(present, marker); err != nil {
-				return err
-			}
-		case "M":
-			gi, name, err := f.readText(hdr)
-			if err != nil {
-				return err
-			}
-			if gi >= len(q.Globs) {
-				return fmt.Errorf("match for glob %d of %d", gi, len(q.Globs))
-			}
-			snap.Globs[q.Globs[gi]] = append(snap.Globs[q.Globs[gi]], name)
-		case "C":
-			i, res, err := f.readCmd(hdr)
-			if err != nil {
-				return err
-			}
-			if i >= len(snap.Cmds) {
-				return fmt.Errorf("result for command %d of %d", i, len(snap.Cmds))
-			}
-			snap.Cmds[i] = res
-		case "Z":
-			if err := f.end(); err != nil {
-				return err
-			}
-			if len(present) > 0 && !stats {
-				return fmt.Errorf("no metadata for %s", present[0].Path)
-			}
-			for i, c := range snap.Cmds {
-				if c == nil {
-					return fmt.Errorf("no result for command %d", i)
-				}
-			}
-			return nil
-		default:
-			return fmt.Errorf("unexpected %s record", hdr[0])
-		}
+	a, err := f.readAnswer(marker, len(q.Cmds))
+	if err != nil {
+		return err
 	}
+	if a.failed != nil {
+		return fmt.Errorf("unexpected X record")
+	}
+	for _, fi := range a.files {
+		snap.Files[fi.Path] = fi
+	}
+	for _, m := range a.matches {
+		if m.glob >= len(q.Globs) {
+			return fmt.Errorf("match for glob %d of %d", m.glob, len(q.Globs))
+		}
+		snap.Globs[q.Globs[m.glob]] = append(snap.Globs[q.Globs[m.glob]], m.name)
+	}
+	copy(snap.Cmds, a.cmds)
+	return nil
 }
 
 // checkQueryPath accepts what a shell word can carry. Relative paths are
@@ -313,6 +268,11 @@ func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transpor
 	// same file on every run.
 	sort.Strings(names)
 	s := &script{}
+	m, err := marker("NCQ")
+	if err != nil {
+		return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
+	}
+	s.line("_nc_qm=" + m)
 	s.line(`SCRATCH="$T/scratch"`)
 	s.line(`export SCRATCH`)
 	s.line(`mkdir -m 0700 -- "$SCRATCH"`, `||`, `exit 117`)
@@ -331,54 +291,30 @@ func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transpor
 	}
 	s.line(`cd -- "$SCRATCH"`, `||`, `exit 117`)
 	for i, c := range r.Cmds {
-		if err := s.cmd(i, c); err != nil {
+		if err := s.cmd(i, c, false); err != nil {
 			return nil, fmt.Errorf("%s: stage: command %d: %w", h.Host(), i, err)
 		}
 	}
 	s.line(`cd /`)
+	s.line(`_nc_emit`)
 	f, _, err := h.run(ctx, "stage", s)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*transport.CmdResult, len(r.Cmds))
-	for {
-		hdr, err := f.header()
-		if err != nil {
-			return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
-		}
-		switch hdr[0] {
-		case "C":
-			i, res, err := f.readCmd(hdr)
-			if err != nil {
-				return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
-			}
-			if i >= len(out) {
-				return nil, fmt.Errorf("%s: stage: result for command %d of %d", h.Host(), i, len(out))
-			}
-			out[i] = res
-		case "X":
-			i, msg, err := f.readText(hdr)
-			if err != nil {
-				return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
-			}
-			if i >= len(names) {
-				return nil, fmt.Errorf("%s: stage: failure of file %d of %d", h.Host(), i, len(names))
-			}
-			return nil, fmt.Errorf("%s: stage: write %s: %s", h.Host(), names[i], strings.TrimSpace(msg))
-		case "Z":
-			if err := f.end(); err != nil {
-				return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
-			}
-			for i, c := range out {
-				if c == nil {
-					return nil, fmt.Errorf("%s: stage: no result for command %d", h.Host(), i)
-				}
-			}
-			return out, nil
-		default:
-			return nil, fmt.Errorf("%s: stage: unexpected %s record", h.Host(), hdr[0])
-		}
+	a, err := f.readAnswer(m, len(r.Cmds))
+	if err != nil {
+		return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
 	}
+	if a.failed != nil {
+		if a.failed.index >= len(names) {
+			return nil, fmt.Errorf("%s: stage: failure of file %d of %d", h.Host(), a.failed.index, len(names))
+		}
+		return nil, fmt.Errorf("%s: stage: write %s: %s", h.Host(), names[a.failed.index], strings.TrimSpace(a.failed.msg))
+	}
+	if len(a.files) > 0 || len(a.matches) > 0 {
+		return nil, fmt.Errorf("%s: stage: unexpected file records", h.Host())
+	}
+	return a.cmds, nil
 }
 
 // checkRelPath accepts a path that stays inside the scratch directory.
@@ -599,29 +535,25 @@ func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult,
 		h.cache.clear()
 	}
 	s := &script{}
-	if err := s.cmd(0, c); err != nil {
+	m, err := marker("NCQ")
+	if err != nil {
 		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
 	}
+	s.line("_nc_qm=" + m)
+	if err := s.cmd(0, c, true); err != nil {
+		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
+	}
+	s.line(`_nc_emit`)
 	f, _, err := h.run(ctx, "exec", s)
 	if err != nil {
 		return nil, err
 	}
-	hdr, err := f.header()
+	a, err := f.readAnswer(m, 1)
 	if err != nil {
 		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
 	}
-	if hdr[0] != "C" {
-		return nil, fmt.Errorf("%s: exec: unexpected %s record", h.Host(), hdr[0])
+	if a.failed != nil || len(a.files) > 0 || len(a.matches) > 0 {
+		return nil, fmt.Errorf("%s: exec: unexpected records", h.Host())
 	}
-	_, res, err := f.readCmd(hdr)
-	if err != nil {
-		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
-	}
-	if hdr, err = f.header(); err != nil || hdr[0] != "Z" {
-		return nil, fmt.Errorf("%s: exec: missing end record", h.Host())
-	}
-	if err := f.end(); err != nil {
-		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
-	}
-	return res, nil
+	return a.cmds[0], nil
 }

@@ -205,6 +205,10 @@ func TestQueryCmds(t *testing.T) {
 				{Script: "cat; echo done"},
 				{Argv: []string{"no-such-command-nodeconverge"}},
 				{Argv: []string{"exit", "4"}},
+				// A Script runs in a subshell: the shell's usual IFS, no
+				// arguments, and nothing it changes reaches the next one.
+				{Script: `x="a b  c"; set -- $x; printf '%d %d' "$#" "${#IFS}"; cd /; X=1; IFS=:`},
+				{Script: `printf '%s|%s|%s' "$PWD" "${X-unset}" "$IFS"`},
 			}})
 			if err != nil {
 				t.Fatal(err)
@@ -228,8 +232,23 @@ func TestQueryCmds(t *testing.T) {
 			if c[5].ExitCode != 4 {
 				t.Errorf("cmd 5: a builtin in Argv must not end the script: exit %d", c[5].ExitCode)
 			}
+			if got := string(c[6].Stdout); got != "3 3" {
+				t.Errorf("cmd 6: words and IFS length %q, want \"3 3\"", got)
+			}
+			if got, wd := string(c[7].Stdout), cwd(t); got != wd+"|unset| \t\n" {
+				t.Errorf("cmd 7: %q: an earlier command's cd, variable or IFS leaked (want %q)", got, wd+"|unset| \t\n")
+			}
 		})
 	}
+}
+
+func cwd(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wd
 }
 
 func TestQueryUnreadableFails(t *testing.T) {
@@ -700,7 +719,15 @@ func TestExec(t *testing.T) {
 	if fail.ExitCode != 9 || string(fail.Stderr) != "bad\n" {
 		t.Errorf("failing command: %d %q", fail.ExitCode, fail.Stderr)
 	}
-	if st := h.Stats(); st.RoundTrips != 2 || st.BytesSent < 50_000 {
+	// A user's command gets a shell of its own, not the script's variables.
+	own, err := h.Exec(context.Background(), transport.Cmd{Script: `printf '%s|%s' "${T-unset}" "${_nc_qm-unset}"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(own.Stdout); got != "unset|unset" {
+		t.Errorf("an Exec script saw the node script's variables: %q", got)
+	}
+	if st := h.Stats(); st.RoundTrips != 3 || st.BytesSent < 50_000 {
 		t.Errorf("stats %+v", st)
 	}
 }

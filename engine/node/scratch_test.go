@@ -52,8 +52,9 @@ func TestScratchUnderStateDir(t *testing.T) {
 				t.Fatalf("left in %s/%s after the script ended: %q", state, ScratchDirName, got)
 			}
 
-			// SIGKILL of the script's shell: no trap runs.
-			if _, err := h.Stage(ctx, transport.StageRequest{Files: secret, Cmds: []transport.Cmd{{Script: `kill -KILL $PPID`}}}); err == nil {
+			// SIGKILL of the script's shell: no trap runs. A Stage
+			// command runs in a subshell of that shell, so $$ is it.
+			if _, err := h.Stage(ctx, transport.StageRequest{Files: secret, Cmds: []transport.Cmd{{Script: `kill -KILL $$`}}}); err == nil {
 				t.Fatal("a script killed by SIGKILL succeeded")
 			}
 			left := entries(t, filepath.Join(state, ScratchDirName))

@@ -60,8 +60,11 @@ const (
 //	F <namelen> E <errlen>\n<name><err>         path unreadable
 //	P <namelen>\n<name>                         path present: its copy is in S
 //	M <glob> <namelen>\n<name>                  glob match (an F or P follows)
-//	S\n<2 stat lines per P><content of every P><marker>\n  after all F, M and P
-//	C <cmd> <exit>\n<outlen>\n<errlen>\n<out><err>
+//	C <cmd> <exit>\n                             command done (output in S)
+//	S\n<stats><contents><marker>\n             after every other record but Z:
+//	    2 stat lines per P (the copy read, then the path), 2 per C (output,
+//	    error); then the content of every P's copy, then each C's output
+//	    and error, in record order; then the script's marker line
 //	O <op> <len>\n<backup path>                 op done
 //	X <op> <len>\n<stderr>                      op failed (script ends)
 //	Z                                           script completed
@@ -113,13 +116,24 @@ _nc_ferr() {
 	cat -- "$T/e"
 }
 _nc_emit() {
+	_nc_n=0
+	while [ "$_nc_n" -lt "$_nc_nc" ]; do
+		eval "set -- \"\$@\" \"\$_nc_o$_nc_n\" \"\$_nc_e$_nc_n\""
+		_nc_n=$((_nc_n + 1))
+	done
 	[ "$#" -gt 0 ] || return 0
 	stat -L -c '%s %f %u %g %U %G' -- "$@" > "$T/st" || exit 118
 	printf 'S\n'
-	_nc_n=$(($# / 2))
+	_nc_n=$((($# - 2 * _nc_nc) / 2))
 	while [ "$_nc_n" -gt 0 ]; do
 		set -- "$@" "$1"
 		shift 2
+		_nc_n=$((_nc_n - 1))
+	done
+	_nc_n=$((2 * _nc_nc))
+	while [ "$_nc_n" -gt 0 ]; do
+		set -- "$@" "$1"
+		shift
 		_nc_n=$((_nc_n - 1))
 	done
 	if cat -- "$T/st" "$@"; then
@@ -128,20 +142,31 @@ _nc_emit() {
 		exit 118
 	fi
 }
+_nc_out() {
+	eval "_nc_o$1=\$2 _nc_e$1=\$3"
+	_nc_nc=$(($1 + 1))
+	printf 'C %d %d\n' "$1" "$4"
+}
 _nc_cmd() {
 	_nc_i=$1
 	_nc_input=$2
 	_nc_k=$3
 	shift 3
-	if [ "$_nc_k" = sh ]; then
-		sh -c "$1" < "$_nc_input" > "$T/o" 2> "$T/e"
-	else
-		( command "$@" ) < "$_nc_input" > "$T/o" 2> "$T/e"
-	fi
+	case $_nc_k in
+	sh) sh -c "$1" < "$_nc_input" > "$T/o$_nc_i" 2> "$T/e$_nc_i" ;;
+	ev)
+		_nc_ev=$1
+		(
+			IFS=' 	
+'
+			set --
+			eval "$_nc_ev"
+		) < "$_nc_input" > "$T/o$_nc_i" 2> "$T/e$_nc_i"
+		;;
+	*) ( command "$@" ) < "$_nc_input" > "$T/o$_nc_i" 2> "$T/e$_nc_i" ;;
+	esac
 	_nc_rc=$?
-	_nc_s=$(_nc_size "$T/o" "$T/e") || exit 115
-	printf 'C %d %d\n%s\n' "$_nc_i" "$_nc_rc" "$_nc_s"
-	cat -- "$T/o" "$T/e"
+	_nc_out "$_nc_i" "$T/o$_nc_i" "$T/e$_nc_i" "$_nc_rc"
 }
 _nc_memo() {
 	_nc_i=$1
@@ -157,20 +182,18 @@ _nc_memo() {
 	/*) _nc_mk=$(stat -L -c '%d.%i.%s.%Y.%Z' -- "$_nc_mb" 2> /dev/null) || _nc_mk= ;;
 	esac
 	_nc_mp=$_nc_sd/memo/$_nc_mn
-	if [ -n "$_nc_mk" ]; then
-		for _nc_f in "$_nc_mp.$_nc_mk."*; do
-			[ -f "$_nc_f" ] || continue
-			printf 'C %d 0\n%s\n0\n' "$_nc_i" "${_nc_f##*.}"
-			cat -- "$_nc_f" || exit 118
-			return 0
-		done
+	if [ -n "$_nc_mk" ] && [ -f "$_nc_mp.$_nc_mk" ]; then
+		_nc_out "$_nc_i" "$_nc_mp.$_nc_mk" /dev/null 0
+		return 0
 	fi
 	_nc_cmd "$_nc_i" /dev/null argv "$@"
-	[ -n "$_nc_mk" ] && [ "$_nc_rc" = 0 ] && [ ! -s "$T/e" ] || return 0
+	[ -n "$_nc_mk" ] && [ "$_nc_rc" = 0 ] && [ ! -s "$T/e$_nc_i" ] || return 0
 	for _nc_f in "$_nc_mp".*; do
 		[ ! -e "$_nc_f" ] || { rm -f -- "$_nc_mp".* || return 0; break; }
 	done
-	_nc_pdir "$_nc_sd/memo" && mv -f -- "$T/o" "$_nc_mp.$_nc_mk.${_nc_s%%[!0-9]*}" 2> /dev/null
+	if _nc_pdir "$_nc_sd/memo" && mv -f -- "$T/o$_nc_i" "$_nc_mp.$_nc_mk" 2> /dev/null; then
+		eval "_nc_o$_nc_i=\$_nc_mp.\$_nc_mk"
+	fi
 	return 0
 }
 _nc_fail() {
@@ -388,6 +411,8 @@ T=
 _nc_t=
 _nc_pb=
 _nc_pm=
+_nc_nc=0
+_nc_qd=0
 trap '[ -z "$T" ] || rm -rf -- "$T"; [ -z "$_nc_t" ] || rm -f -- "$_nc_t"' EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
@@ -433,8 +458,11 @@ func (s *script) line(words ...string) {
 	s.body.WriteByte('\n')
 }
 
-// cmd appends a run of c that prints a C record with index i.
-func (s *script) cmd(i int, c transport.Cmd) error {
+// cmd appends a run of c that prints a C record with index i. A Script
+// runs in a subshell of the script's own shell (no exec: a process less per
+// command) unless fresh asks for a new `sh -c`, as Exec does for commands
+// a user wrote, which must not see the script's variables.
+func (s *script) cmd(i int, c transport.Cmd, fresh bool) error {
 	if err := checkCmd(c); err != nil {
 		return err
 	}
@@ -454,7 +482,11 @@ func (s *script) cmd(i int, c transport.Cmd) error {
 			words = append(words, transport.ShellQuote(a))
 		}
 	} else {
-		words = append(words, "sh", transport.ShellQuote(c.Script))
+		kind := "ev"
+		if fresh {
+			kind = "sh"
+		}
+		words = append(words, kind, transport.ShellQuote(c.Script))
 	}
 	s.line(words...)
 	return nil
