@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"sort"
 	"strings"
@@ -273,21 +274,25 @@ func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transpor
 		return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
 	}
 	s.line("_nc_qm=" + m)
-	s.line(`SCRATCH="$T/scratch"`)
-	s.line(`export SCRATCH`)
-	s.line(`mkdir -m 0700 -- "$SCRATCH"`, `||`, `exit 117`)
+	s.pre.WriteString("SCRATCH=\"$T/scratch\"\nexport SCRATCH\nmkdir -m 0700 -- \"$SCRATCH\" || exit 117\n")
 	for i, name := range names {
 		clean := path.Clean(name)
 		dir := path.Dir(clean)
 		if dir == "." {
 			dir = ""
 		}
+		// Created with the umask that gives the mode; chmod only for
+		// modes a umask cannot give (execute and special bits).
 		mode := r.Files[name].Mode
 		if mode == 0 {
 			mode = 0o644
 		}
-		s.line("_nc_sfile", transport.ShellQuote(clean), transport.ShellQuote(dir), s.blob(r.Files[name].Content),
-			chmodArg(mode), `> "$T/e" 2>&1 || _nc_fail`, fmt.Sprint(i))
+		umask, chmod := fmt.Sprintf("%04o", 0o777&^uint32(mode.Perm())), ""
+		if mode.Perm()&0o111 != 0 || mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
+			umask, chmod = "0077", chmodArg(mode)
+		}
+		s.blobAt(r.Files[name].Content, strings.Join([]string{"_nc_sblob", fmt.Sprint(i), "%d",
+			transport.ShellQuote(dir), transport.ShellQuote(clean), umask, transport.ShellQuote(chmod)}, " "))
 	}
 	s.line(`cd -- "$SCRATCH"`, `||`, `exit 117`)
 	for i, c := range r.Cmds {

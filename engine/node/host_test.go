@@ -377,10 +377,11 @@ func TestStage(t *testing.T) {
 					"conf.d/b.bin":    {Content: bin, Mode: 0o600},
 					"conf.d/deep/c":   {Content: nil},
 					"odd name's file": {Content: []byte("x")},
+					"bin/run":         {Content: []byte("#!/bin/sh\n"), Mode: fs.ModeSetuid | 0o750},
 				},
 				Cmds: []transport.Cmd{
 					{Script: `printf '%s' "$SCRATCH"`},
-					{Script: `pwd; cat config.toml; stat -c '%a %s' conf.d/b.bin conf.d/deep/c config.toml "odd name's file"; stat -c %a "$SCRATCH"`},
+					{Script: `pwd; cat config.toml; stat -c '%a %s' conf.d/b.bin conf.d/deep/c config.toml "odd name's file" bin/run; stat -c %a "$SCRATCH"`},
 					{Script: `exit 5`},
 					{Argv: []string{"cat", "conf.d/b.bin"}},
 				},
@@ -392,7 +393,7 @@ func TestStage(t *testing.T) {
 			if !filepath.IsAbs(scratch) {
 				t.Fatalf("SCRATCH = %q", scratch)
 			}
-			want := fmt.Sprintf("%s\nversion = 2\n600 300000\n644 0\n644 12\n644 1\n700\n", scratch)
+			want := fmt.Sprintf("%s\nversion = 2\n600 300000\n644 0\n644 12\n644 1\n4750 10\n700\n", scratch)
 			if got := string(res[1].Stdout); got != want || !res[1].OK() {
 				t.Errorf("staged layout:\n got %q (stderr %q)\nwant %q", got, res[1].Stderr, want)
 			}

@@ -205,9 +205,16 @@ _nc_fail() {
 _nc_ok() {
 	printf 'O %d %d\n%s' "$1" "${#bk}" "$bk"
 }
-_nc_sfile() {
-	if [ -n "$2" ] && [ ! -d "$SCRATCH/$2" ]; then mkdir -p -- "$SCRATCH/$2" || return 1; fi
-	mv -f -- "$3" "$SCRATCH/$1" && chmod -- "$4" "$SCRATCH/$1"
+_nc_sblob() {
+	if [ -n "$3" ] && [ ! -d "$SCRATCH/$3" ]; then
+		mkdir -p -- "$SCRATCH/$3" 2> "$T/e" || _nc_fail "$1"
+	fi
+	umask "$5"
+	head -c "$2" 2> "$T/e" > "$SCRATCH/$4"
+	_nc_r=$?
+	umask 022
+	[ "$_nc_r" = 0 ] || _nc_fail "$1"
+	[ -z "$6" ] || chmod -- "$6" "$SCRATCH/$4" 2> "$T/e" || _nc_fail "$1"
 }
 _nc_sync() {
 	set -- "$@" ${_nc_pb:+"$_nc_pb"} ${_nc_pm:+"$_nc_pm"}
@@ -433,15 +440,34 @@ const mainCall = "_nc_main; exit $?\n"
 
 // script builds one remote script and the stdin it needs.
 type script struct {
+	// pre runs before the blobs are read (it makes the directories
+	// blobAt writes into), body after.
+	pre   strings.Builder
 	body  strings.Builder
-	blobs [][]byte
+	blobs []blob
+}
+
+// blob is data for the script's stdin and the line that reads it: a
+// format whose one %d is the byte count.
+type blob struct {
+	data []byte
+	read string
 }
 
 // blob queues data for the script's stdin and returns a shell word naming
 // the file it will be in when the body runs.
 func (s *script) blob(data []byte) string {
-	s.blobs = append(s.blobs, data)
-	return fmt.Sprintf(`"$T/d%d"`, len(s.blobs)-1)
+	w := fmt.Sprintf(`"$T/d%d"`, len(s.blobs))
+	s.blobs = append(s.blobs, blob{data, "_nc_blob %d " + w})
+	return w
+}
+
+// blobAt queues data that read, a line with one %d for the byte count,
+// reads from stdin straight to where the body wants it: a staged file
+// written in place, not copied and moved, costs a node no process but its
+// head.
+func (s *script) blobAt(data []byte, read string) {
+	s.blobs = append(s.blobs, blob{data, read})
 }
 
 // stdinWord returns the shell word for a command's standard input.
@@ -508,6 +534,7 @@ func (s *script) build(stateDir string, holder int, filler bool) (string, []byte
 		fmt.Fprintf(&text, "_nc_hold=%d\n", holder)
 	}
 	text.WriteString(mainHead)
+	text.WriteString(s.pre.String())
 	var stdin bytes.Buffer
 	if len(s.blobs) > 0 {
 		start, err := marker("NCDATA")
@@ -526,9 +553,9 @@ func (s *script) build(stateDir string, holder int, filler bool) (string, []byte
 			}
 		}
 		stdin.WriteString(start + "\n")
-		for i, b := range s.blobs {
-			fmt.Fprintf(&text, "_nc_blob %d \"$T/d%d\"\n", len(b), i)
-			stdin.Write(b)
+		for _, b := range s.blobs {
+			fmt.Fprintf(&text, b.read+"\n", len(b.data))
+			stdin.Write(b.data)
 		}
 		fmt.Fprintf(&text, "_nc_end %s\n", end)
 		stdin.WriteString(end + "\n")
