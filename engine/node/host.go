@@ -287,8 +287,8 @@ func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transpor
 		if mode == 0 {
 			mode = 0o644
 		}
-		umask, chmod := fmt.Sprintf("%04o", 0o777&^uint32(mode.Perm())), ""
-		if mode.Perm()&0o111 != 0 || mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
+		umask, chmod := createUmask(mode), ""
+		if umask == "" {
 			umask, chmod = "0077", chmodArg(mode)
 		}
 		s.blobAt(r.Files[name].Content, strings.Join([]string{"_nc_sblob", fmt.Sprint(i), "%d",
@@ -430,7 +430,8 @@ func (h *Host) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpRes
 				content = []byte{}
 			}
 			words = []string{"_nc_write", transport.ShellQuote(op.Path), s.blob(content),
-				transport.ShellQuote(chmodArg(op.Mode)), transport.ShellQuote(op.Owner), transport.ShellQuote(op.Group), backup}
+				transport.ShellQuote(chmodArg(op.Mode)), transport.ShellQuote(op.Owner), transport.ShellQuote(op.Group), backup,
+				transport.ShellQuote(createUmask(op.Mode))}
 		case transport.OpMove:
 			if err := checkLivePath(op.From); err != nil {
 				return nil, fmt.Errorf("%s: apply: op %d (move %q): from: %w", h.Host(), i, op.From, err)
@@ -561,4 +562,14 @@ func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult,
 		return nil, fmt.Errorf("%s: exec: unexpected records", h.Host())
 	}
 	return a.cmds[0], nil
+}
+
+// createUmask is the umask that creates a file with mode m, so a write
+// needs no chmod, or "" when none can (execute and special bits, which a
+// created file never gets, and 0: keep the previous file's mode).
+func createUmask(m fs.FileMode) string {
+	if m == 0 || m.Perm()&0o111 != 0 || m&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
+		return ""
+	}
+	return fmt.Sprintf("%04o", 0o777&^uint32(m.Perm()))
 }

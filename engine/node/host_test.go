@@ -940,3 +940,78 @@ func TestQueryMemo(t *testing.T) {
 		})
 	}
 }
+
+// noclobberConn makes a write's temporary file name look taken, so the
+// mktemp fallback of _nc_write runs.
+type noclobberConn struct{ transport.Conn }
+
+func (c noclobberConn) Run(ctx context.Context, script string, stdin []byte) (*transport.CmdResult, error) {
+	const create = `{ true > "$_nc_t"; } 2> /dev/null`
+	if !strings.Contains(script, create) {
+		return nil, fmt.Errorf("the script no longer creates its temporary file with %s", create)
+	}
+	return c.Conn.Run(ctx, strings.Replace(script, create, "false", 1), stdin)
+}
+
+// TestApplyModes checks the modes and owners a write leaves, whether the
+// temporary file was created with the mode's umask or (its name taken)
+// made by mktemp: a new file is 0644 or its op's mode, an existing file
+// keeps its mode and owner, and a file in a setgid directory keeps the
+// group it had, not the directory's.
+func TestApplyModes(t *testing.T) {
+	for _, fallback := range []bool{false, true} {
+		t.Run(fmt.Sprintf("mktemp=%v", fallback), func(t *testing.T) {
+			root := t.TempDir()
+			var c transport.Conn = testConn(t, "node", "sh", nil)
+			if fallback {
+				c = noclobberConn{c}
+			}
+			h := NewHost(c, HostOptions{RunID: "20261201T080000Z-modes", StateDir: filepath.Join(root, "state")})
+			plain, private, kept := filepath.Join(root, "plain"), filepath.Join(root, "private"), filepath.Join(root, "kept")
+			writeFile(t, kept, []byte("old\n"), 0o640)
+			sgid := filepath.Join(root, "sgid")
+			if err := os.Mkdir(sgid, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(sgid, 0, 65534); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(sgid, 0o755|fs.ModeSetgid); err != nil {
+				t.Fatal(err)
+			}
+			inSgid := filepath.Join(sgid, "f")
+			writeFile(t, inSgid, []byte("old\n"), 0o644)
+			if err := os.Chown(inSgid, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			_, err := h.Apply(context.Background(), []transport.Op{
+				{Kind: transport.OpWrite, Path: plain, Content: []byte("a\n")},
+				{Kind: transport.OpWrite, Path: private, Content: []byte("b\n"), Mode: 0o600},
+				{Kind: transport.OpWrite, Path: kept, Content: []byte("c\n")},
+				{Kind: transport.OpWrite, Path: inSgid, Content: []byte("d\n")},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p, want := range map[string]fs.FileMode{plain: 0o644, private: 0o600, kept: 0o640, inSgid: 0o644} {
+				if m := modeOf(t, p); m != want {
+					t.Errorf("%s: mode %v, want %v", filepath.Base(p), m, want)
+				}
+			}
+			st, err := os.Stat(inSgid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gid := st.Sys().(*syscall.Stat_t).Gid; gid != 0 {
+				t.Errorf("a file in a setgid directory took its group %d, want its own 0", gid)
+			}
+			for _, d := range []string{root, sgid} {
+				for _, n := range entries(t, d) {
+					if strings.HasPrefix(n, ".nodeconverge.") {
+						t.Errorf("temporary file %s left in %s", n, d)
+					}
+				}
+			}
+		})
+	}
+}

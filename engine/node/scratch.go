@@ -12,10 +12,13 @@ package node
 // every script also sweeps: a directory in StateDir/tmp is removed when the
 // run that made it is gone.
 //
-// Whose is a directory is in its name, written before mktemp creates it:
+// Whose is a directory is in its name, written before mkdir creates it:
 //
 //	<holder pid>-<holder start>.<shell pid>-<shell start>.<random>
 //
+// The random part comes with the script ($_nc_rnd), so making T costs a
+// mkdir, not a mktemp in a command substitution (a fork more); mkdir fails
+// on a name that exists, so T is never a directory someone else made.
 // The holder is the process holding the run's connection on the node (see
 // the lock: the per-connection sshd, or the controller itself for a local
 // connection), the shell is the script's own. Start times (clock ticks
@@ -120,7 +123,7 @@ _nc_scratch() {
 	_nc_tt=${TMPDIR:-/tmp}
 	umask 077
 	if { [ -d "$_nc_td" ] || mkdir -p -- "$_nc_td"; } 2> /dev/null; then
-		T=$(mktemp -d -- "$_nc_td/$_nc_tn.XXXXXXXX" 2> /dev/null)
+		mkdir -- "$_nc_td/$_nc_tn.$_nc_rnd" 2> /dev/null && T=$_nc_td/$_nc_tn.$_nc_rnd
 	fi
 	if [ -z "$T" ]; then
 		T=$(mktemp -d -- "$_nc_tt/nodeconverge.$_nc_tn.XXXXXXXX") || T=

@@ -253,15 +253,15 @@ _nc_wfail() {
 	fi
 }
 _nc_attrs() {
-	if [ -e "$2" ]; then chown --reference="$2" -- "$1" || return 1; fi
+	if [ -e "$2" ] && { [ ! -O "$2" ] || [ ! -G "$2" ] || [ -g "$_nc_d" ]; }; then
+		chown --reference="$2" -- "$1" || return 1
+	fi
 	if [ -n "$4" ]; then chown -- "$4" "$1" || return 1; fi
 	if [ -n "$5" ]; then chgrp -- "$5" "$1" || return 1; fi
 	if [ -n "$3" ]; then
-		chmod -- "$3" "$1"
+		[ -n "$6" ] || chmod -- "$3" "$1"
 	elif [ -e "$2" ]; then
 		chmod --reference="$2" -- "$1"
-	else
-		chmod 0644 -- "$1"
 	fi
 }
 _nc_q() {
@@ -314,8 +314,23 @@ _nc_write() {
 	if [ "$6" = 1 ] && [ "$_nc_e" = 1 ]; then _nc_backup "$_nc_p" || return 1; fi
 	_nc_rec write "$_nc_p" "" "$_nc_e" "$bk" || return 1
 	_nc_dir "$_nc_p"
-	_nc_t=$(mktemp -- "$_nc_d/.nodeconverge.XXXXXXXX") || return 1
-	if cat -- "$2" > "$_nc_t" && _nc_attrs "$_nc_t" "$_nc_p" "$3" "$4" "$5" &&
+	_nc_wn=$((_nc_wn + 1))
+	_nc_t=$_nc_d/.nodeconverge.$_nc_rnd.$_nc_wn
+	umask "${7:-022}"
+	set -C
+	{ true > "$_nc_t"; } 2> /dev/null
+	_nc_r=$?
+	set +C
+	umask 022
+	if [ "$_nc_r" != 0 ]; then
+		_nc_t=
+		_nc_t=$(mktemp -- "$_nc_d/.nodeconverge.XXXXXXXX") || return 1
+		# mktemp makes 0600 whatever the umask: chmod gives the mode.
+		_nc_m=$3
+		[ -n "$_nc_m" ] || [ -e "$_nc_p" ] || _nc_m=0644
+		set -- "$1" "$2" "$_nc_m" "$4" "$5" "$6"
+	fi
+	if cat -- "$2" > "$_nc_t" && _nc_attrs "$_nc_t" "$_nc_p" "$3" "$4" "$5" "$7" &&
 		_nc_sync "$_nc_t" && mv -f -T -- "$_nc_t" "$_nc_p"; then
 		_nc_t=
 		_nc_sync "$_nc_d"
@@ -420,6 +435,7 @@ _nc_pb=
 _nc_pm=
 _nc_nc=0
 _nc_qd=0
+_nc_wn=0
 trap '[ -z "$T" ] || rm -rf -- "$T"; [ -z "$_nc_t" ] || rm -f -- "$_nc_t"' EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
@@ -528,6 +544,11 @@ func (s *script) build(stateDir string, holder int, filler bool) (string, []byte
 	var text strings.Builder
 	text.WriteString(prelude)
 	text.WriteString(scratchPrelude)
+	rnd := make([]byte, 8)
+	if _, err := rand.Read(rnd); err != nil {
+		return "", nil, fmt.Errorf("random name: %w", err)
+	}
+	fmt.Fprintf(&text, "_nc_rnd=%s\n", hex.EncodeToString(rnd))
 	fmt.Fprintf(&text, "_nc_sd=%s\n", transport.ShellQuote(stateDir))
 	fmt.Fprintf(&text, "_nc_td=%s\n", transport.ShellQuote(path.Join(stateDir, ScratchDirName)))
 	if holder > 0 {
