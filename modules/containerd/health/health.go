@@ -97,24 +97,39 @@ func (r *Report) plugins() string {
 // of `ctr plugins ls` are all ok (exit 0), one of them is error or skip
 // (exit 1: plugin loading is decided at daemon start, so it will not
 // improve), or the deadline passes (exit 2). It prints the last unit state
-// and CRI rows either way.
+// and CRI rows either way; on exit 1 it then prints detailLine and what
+// `ctr plugins ls -d` says of the CRI plugins, which names the error. Only
+// a failure pays for those two runs of ctr, and awk judges the rows, so a
+// healthy restart costs one ctr, one awk and no grep.
 const pollScript = `end=$(( $(date +%s) + $4 ))
 state=
 rows=
+nl='
+'
 while :; do
 	state=$(systemctl is-active "$1" 2>/dev/null)
 	if [ "$state" = active ] && out=$("$3" --address "$2" --connect-timeout 1s plugins ls 2>&1); then
-		rows=$(printf '%s\n' "$out" | awk '($1 == "io.containerd.grpc.v1" && $2 == "cri") || ($1 == "io.containerd.cri.v1" && ($2 == "runtime" || $2 == "images")) { print $1 " " $2 " " $NF }')
-		if [ -n "$rows" ]; then
-			if printf '%s\n' "$rows" | grep -q -e ' error$' -e ' skip$'; then
-				printf 'state=%s\n%s\n' "$state" "$rows"
-				exit 1
-			fi
-			if ! printf '%s\n' "$rows" | grep -q -v ' ok$'; then
-				printf 'state=%s\n%s\n' "$state" "$rows"
-				exit 0
-			fi
-		fi
+		rows=$(printf '%s\n' "$out" | awk '
+			($1 == "io.containerd.grpc.v1" && $2 == "cri") || ($1 == "io.containerd.cri.v1" && ($2 == "runtime" || $2 == "images")) {
+				rows = rows "\n" $1 " " $2 " " $NF; n++
+				if ($NF == "error" || $NF == "skip") bad = 1; else if ($NF != "ok") wait = 1
+			}
+			END { printf "%s%s\n", (n == 0 || (wait && !bad)) ? "wait" : bad ? "bad" : "ok", rows }')
+		verdict=${rows%%"$nl"*}
+		rows=${rows#"$verdict"}
+		rows=${rows#"$nl"}
+		case $verdict in
+		bad)
+			printf 'state=%s\n%s\n%s\n' "$state" "$rows" "` + detailLine + `"
+			"$3" --address "$2" --connect-timeout 1s plugins ls -d id==cri 2>&1
+			"$3" --address "$2" --connect-timeout 1s plugins ls -d type==io.containerd.cri.v1 2>&1
+			exit 1
+			;;
+		ok)
+			printf 'state=%s\n%s\n' "$state" "$rows"
+			exit 0
+			;;
+		esac
 	fi
 	if [ "$(date +%s)" -ge "$end" ]; then
 		printf 'state=%s\n%s\n' "$state" "$rows"
@@ -122,6 +137,9 @@ while :; do
 	fi
 	sleep 0.2
 done`
+
+// detailLine separates the gate's rows from the plugin details.
+const detailLine = "--- ctr plugins ls -d ---"
 
 // TooManyOpenFilesHint is the advice for the incident's aftershock.
 const TooManyOpenFilesHint = "raise fs.inotify.max_user_instances (the incident needed 8192; the sysctl module sets it) and restart containerd"
@@ -143,22 +161,20 @@ func Gate(ctx context.Context, h transport.Reader, o Options) (*Report, error) {
 	if secs < 1 {
 		secs = 1
 	}
-	ctr := []string{o.Ctr, "--address", o.Address, "--connect-timeout", "1s", "plugins", "ls", "-d"}
 	// The same round trip reads the config tree (what ctrconf.Gather reads
 	// on a conf.d layout), so the runtimes gate needs no round trip of its
 	// own for it.
 	tq := ctrconf.PrefetchQuery(o.Config, o.Containerd)
 	snap, err := h.Query(ctx, transport.Query{Files: tq.Files, Globs: tq.Globs, Cmds: append([]transport.Cmd{
 		{Argv: []string{"sh", "-c", pollScript, "gate", o.Service, o.Address, o.Ctr, fmt.Sprint(secs)}},
-		{Argv: append(append([]string(nil), ctr...), "id==cri")},
-		{Argv: append(append([]string(nil), ctr...), "type==io.containerd.cri.v1")},
 	}, tq.Cmds...)})
 	if err != nil {
 		return nil, fmt.Errorf("health gates: %w", err)
 	}
 	r := &Report{Plugins: map[string]string{}}
 	poll := snap.Cmds[0]
-	for _, line := range strings.Split(strings.TrimSpace(string(poll.Stdout)), "\n") {
+	rows, detail, _ := strings.Cut(string(poll.Stdout), "\n"+detailLine+"\n")
+	for _, line := range strings.Split(strings.TrimSpace(rows), "\n") {
 		if s, ok := strings.CutPrefix(line, "state="); ok {
 			r.UnitState = s
 			continue
@@ -173,7 +189,7 @@ func Gate(ctx context.Context, h transport.Reader, o Options) (*Report, error) {
 	switch poll.ExitCode {
 	case 0:
 	case 1:
-		r.PluginError = pluginError(string(snap.Cmds[1].Stdout) + string(snap.Cmds[2].Stdout))
+		r.PluginError = pluginError(detail)
 		r.Failure = fmt.Sprintf("CRI plugin did not load: %s", r.plugins())
 		if r.PluginError != "" {
 			r.Failure += ": " + r.PluginError
