@@ -58,6 +58,22 @@ func (c *readCache) forget(paths []string) {
 	c.cmds, c.reads = map[string]*transport.CmdResult{}, nil
 }
 
+// learn remembers files read after the run's own change (Exec reads back
+// what its command touched).
+func (c *readCache) learn(files []*transport.FileInfo) {
+	if len(files) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.files == nil {
+		c.files, c.globs, c.cmds = map[string]*transport.FileInfo{}, map[string][]string{}, map[string]*transport.CmdResult{}
+	}
+	for _, f := range files {
+		c.files[f.Path] = f
+	}
+}
+
 // wrote teaches the cache what a successful Apply did to the paths it
 // names, so the next task and the re-check after apply read them from
 // memory. Metadata follows Apply's rules: an op's mode, owner and group

@@ -549,7 +549,19 @@ func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult,
 	if err := s.cmd(0, c, true); err != nil {
 		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
 	}
-	s.line(`_nc_emit`)
+	// The paths the command touched are read back in the same round
+	// trip (those the shell can read), so the re-check after apply finds
+	// them in the cache instead of asking again.
+	s.line("set --")
+	s.line("_nc_k=0")
+	for _, p := range c.Touches {
+		if err := checkQueryPath(p); err != nil {
+			return nil, fmt.Errorf("%s: exec: touched path %q: %w", h.Host(), p, err)
+		}
+		s.line(`_nc_k=$((_nc_k + 1)); _nc_rb "$_nc_k"`, transport.ShellQuote(p),
+			`&& set -- "$@" "$T/c$_nc_k"`, transport.ShellQuote(p))
+	}
+	s.line(`_nc_emit "$@"`)
 	f, _, err := h.run(ctx, "exec", s)
 	if err != nil {
 		return nil, err
@@ -558,9 +570,10 @@ func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult,
 	if err != nil {
 		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
 	}
-	if a.failed != nil || len(a.files) > 0 || len(a.matches) > 0 {
+	if a.failed != nil || len(a.matches) > 0 {
 		return nil, fmt.Errorf("%s: exec: unexpected records", h.Host())
 	}
+	h.cache.learn(a.files)
 	return a.cmds[0], nil
 }
 

@@ -728,7 +728,32 @@ func TestExec(t *testing.T) {
 	if got := string(own.Stdout); got != "unset|unset" {
 		t.Errorf("an Exec script saw the node script's variables: %q", got)
 	}
-	if st := h.Stats(); st.RoundTrips != 3 || st.BytesSent < 50_000 {
+	// What a command touched is read back with it: the next Query of
+	// those paths costs no round trip, a missing one is known missing,
+	// and an unreadable one neither fails the Exec nor is remembered.
+	dir := t.TempDir()
+	made, gone := filepath.Join(dir, "made"), filepath.Join(dir, "gone")
+	touched, err := h.Exec(context.Background(), transport.Cmd{
+		Argv:    []string{"sh", "-c", `printf 'v=1\n' > "$1"; rm -f "$2"`, "sh", made, gone},
+		Touches: []string{made, gone, "/proc/self/mem", dir},
+	})
+	if err != nil || !touched.OK() {
+		t.Fatalf("exec with touches: %v %+v", err, touched)
+	}
+	snap, err := h.Query(context.Background(), transport.Query{Files: []string{made, gone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(snap.File(made).Content) != "v=1\n" || snap.File(gone).Exists {
+		t.Errorf("read back: %q, gone exists %v", snap.File(made).Content, snap.File(gone).Exists)
+	}
+	if st := h.Stats(); st.RoundTrips != 4 {
+		t.Errorf("%d round trips: the Query after the Exec was not answered from what it read back", st.RoundTrips)
+	}
+	if _, err := h.Query(context.Background(), transport.Query{Files: []string{"/proc/self/mem"}}); err == nil {
+		t.Error("an unreadable touched path was remembered as readable")
+	}
+	if st := h.Stats(); st.RoundTrips != 5 || st.BytesSent < 50_000 {
 		t.Errorf("stats %+v", st)
 	}
 }

@@ -111,6 +111,14 @@ _nc_copy() {
 	fi
 	printf 'P %d\n%s' "${#2}" "$2"
 }
+_nc_rb() {
+	if [ ! -e "$2" ]; then
+		printf 'F %d 0\n%s' "${#2}" "$2"
+		return 1
+	fi
+	[ -f "$2" ] && cat -- "$2" > "$T/c$1" 2> /dev/null || return 1
+	printf 'P %d\n%s' "${#2}" "$2"
+}
 _nc_ferr() {
 	printf 'F %d E %d\n%s' "${#1}" "$(_nc_size "$T/e")" "$1"
 	cat -- "$T/e"
