@@ -275,12 +275,35 @@ func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transpor
 	}
 	s.line("_nc_qm=" + m)
 	s.pre.WriteString("SCRATCH=\"$T/scratch\"\nexport SCRATCH\nmkdir -m 0700 -- \"$SCRATCH\" || exit 117\n")
+	// Every directory in one mkdir. A name whose directory is another
+	// staged file (or the same name twice, once unclean) cannot be laid
+	// out: refused here, naming it, before the node is asked.
+	clean := make(map[string]string, len(names))
+	for _, name := range names {
+		c := path.Clean(name)
+		if other, ok := clean[c]; ok {
+			return nil, fmt.Errorf("%s: stage: file %q: the same path as %q", h.Host(), name, other)
+		}
+		clean[c] = name
+	}
+	var dirs []string
+	seen := map[string]bool{}
+	for _, name := range names {
+		for d := path.Dir(path.Clean(name)); d != "."; d = path.Dir(d) {
+			if other, ok := clean[d]; ok {
+				return nil, fmt.Errorf("%s: stage: write %s: its directory %s is the staged file %q", h.Host(), name, d, other)
+			}
+		}
+		if d := path.Dir(path.Clean(name)); d != "." && !seen[d] {
+			seen[d] = true
+			dirs = append(dirs, `"$SCRATCH"/`+transport.ShellQuote(d))
+		}
+	}
+	if len(dirs) > 0 {
+		s.pre.WriteString("mkdir -p -- " + strings.Join(dirs, " ") + " || exit 117\n")
+	}
 	for i, name := range names {
 		clean := path.Clean(name)
-		dir := path.Dir(clean)
-		if dir == "." {
-			dir = ""
-		}
 		// Created with the umask that gives the mode; chmod only for
 		// modes a umask cannot give (execute and special bits).
 		mode := r.Files[name].Mode
@@ -292,7 +315,7 @@ func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transpor
 			umask, chmod = "0077", chmodArg(mode)
 		}
 		s.blobAt(r.Files[name].Content, strings.Join([]string{"_nc_sblob", fmt.Sprint(i), "%d",
-			transport.ShellQuote(dir), transport.ShellQuote(clean), umask, transport.ShellQuote(chmod)}, " "))
+			transport.ShellQuote(clean), umask, transport.ShellQuote(chmod)}, " "))
 	}
 	s.line(`cd -- "$SCRATCH"`, `||`, `exit 117`)
 	for i, c := range r.Cmds {

@@ -435,6 +435,16 @@ func TestStageFileConflictFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "a/b") {
 		t.Fatalf("got %v, want an error naming a/b", err)
 	}
+	_, err = h.Stage(context.Background(), transport.StageRequest{Files: map[string]transport.StagedFile{
+		"d/x":   {Content: []byte("one")},
+		"d/./x": {Content: []byte("two")},
+	}})
+	if err == nil || !strings.Contains(err.Error(), "d/./x") {
+		t.Fatalf("got %v, want an error naming d/./x", err)
+	}
+	if st := h.Stats(); st.RoundTrips != 0 {
+		t.Errorf("%d round trips: a layout that cannot be made must be refused before the node is asked", st.RoundTrips)
+	}
 }
 
 func modeOf(t *testing.T, p string) fs.FileMode {

@@ -214,15 +214,12 @@ _nc_ok() {
 	printf 'O %d %d\n%s' "$1" "${#bk}" "$bk"
 }
 _nc_sblob() {
-	if [ -n "$3" ] && [ ! -d "$SCRATCH/$3" ]; then
-		mkdir -p -- "$SCRATCH/$3" 2> "$T/e" || _nc_fail "$1"
-	fi
-	umask "$5"
-	head -c "$2" 2> "$T/e" > "$SCRATCH/$4"
+	umask "$4"
+	head -c "$2" 2> "$T/e" > "$SCRATCH/$3"
 	_nc_r=$?
 	umask 022
 	[ "$_nc_r" = 0 ] || _nc_fail "$1"
-	[ -z "$6" ] || chmod -- "$6" "$SCRATCH/$4" 2> "$T/e" || _nc_fail "$1"
+	[ -z "$5" ] || chmod -- "$5" "$SCRATCH/$3" 2> "$T/e" || _nc_fail "$1"
 }
 _nc_sync() {
 	set -- "$@" ${_nc_pb:+"$_nc_pb"} ${_nc_pm:+"$_nc_pm"}
