@@ -47,8 +47,13 @@ const (
 // they describe changes, not each at once: _nc_backup and _nc_rec leave
 // theirs pending (_nc_pb, _nc_pm), and the next _nc_sync, which every op
 // calls before its live change and the script's end calls too, syncs them
-// together with its own path. A sync is a process, and a converge writes a
-// handful of files per node.
+// together with its own path. A change's directories (the rename, move or
+// remove that must itself be durable) are left pending the same way
+// (_nc_later): the next op's sync before its own live change carries them,
+// so each live change still follows the durable record of every change
+// before it, and the script's end (or its EXIT trap, on a failure) syncs
+// what is left. A sync is a process, and a converge writes a handful of
+// files per node: n ops cost n+1 syncs, not 2n.
 //
 // A failed write into the backup area is explained by _nc_wfail, which
 // names the path and says when its file system is full: dash's printf
@@ -189,7 +194,7 @@ _nc_memo() {
 	case $_nc_mb in
 	/*) _nc_mk=$(stat -L -c '%d.%i.%s.%Y.%Z' -- "$_nc_mb" 2> /dev/null) || _nc_mk= ;;
 	esac
-	_nc_mp=$_nc_sd/memo/$_nc_mn
+	_nc_mp=$_nc_sdir/memo/$_nc_mn
 	if [ -n "$_nc_mk" ] && [ -f "$_nc_mp.$_nc_mk" ]; then
 		_nc_out "$_nc_i" "$_nc_mp.$_nc_mk" /dev/null 0
 		return 0
@@ -199,7 +204,7 @@ _nc_memo() {
 	for _nc_f in "$_nc_mp".*; do
 		[ ! -e "$_nc_f" ] || { rm -f -- "$_nc_mp".* || return 0; break; }
 	done
-	if _nc_pdir "$_nc_sd/memo" && mv -f -- "$T/o$_nc_i" "$_nc_mp.$_nc_mk" 2> /dev/null; then
+	if _nc_pdir "$_nc_sdir/memo" && mv -f -- "$T/o$_nc_i" "$_nc_mp.$_nc_mk" 2> /dev/null; then
 		eval "_nc_o$_nc_i=\$_nc_mp.\$_nc_mk"
 	fi
 	return 0
@@ -222,11 +227,17 @@ _nc_sblob() {
 	[ -z "$5" ] || chmod -- "$5" "$SCRATCH/$3" 2> "$T/e" || _nc_fail "$1"
 }
 _nc_sync() {
-	set -- "$@" ${_nc_pb:+"$_nc_pb"} ${_nc_pm:+"$_nc_pm"}
+	set -- "$@" ${_nc_pb:+"$_nc_pb"} ${_nc_pm:+"$_nc_pm"} ${_nc_pd1:+"$_nc_pd1"} ${_nc_pd2:+"$_nc_pd2"}
 	_nc_pb=
 	_nc_pm=
+	_nc_pd1=
+	_nc_pd2=
 	[ "$#" -gt 0 ] || return 0
 	sync -- "$@" 2> /dev/null || sync
+}
+_nc_later() {
+	if [ -n "$_nc_pd1" ] && [ -n "$_nc_pd2" ]; then _nc_sync; fi
+	if [ -z "$_nc_pd1" ]; then _nc_pd1=$1; else _nc_pd2=$1; fi
 }
 _nc_dir() {
 	_nc_d=${1%/*}
@@ -338,7 +349,7 @@ _nc_write() {
 	if cat -- "$2" > "$_nc_t" && _nc_attrs "$_nc_t" "$_nc_p" "$3" "$4" "$5" "$7" &&
 		_nc_sync "$_nc_t" && mv -f -T -- "$_nc_t" "$_nc_p"; then
 		_nc_t=
-		_nc_sync "$_nc_d"
+		_nc_later "$_nc_d"
 		return 0
 	fi
 	rm -f -- "$_nc_t"
@@ -364,9 +375,9 @@ _nc_move() {
 	_nc_sync
 	mv -f -T -- "$2" "$1" || return 1
 	_nc_dir "$2"
-	_nc_sd=$_nc_d
+	_nc_later "$_nc_d"
 	_nc_dir "$1"
-	_nc_sync "$_nc_d" "$_nc_sd"
+	_nc_later "$_nc_d"
 }
 _nc_remove() {
 	bk=
@@ -380,7 +391,7 @@ _nc_remove() {
 	_nc_sync
 	rm -f -- "$1" || return 1
 	_nc_dir "$1"
-	_nc_sync "$_nc_d"
+	_nc_later "$_nc_d"
 }
 _nc_keep() {
 	bk=$BK$1
@@ -438,10 +449,12 @@ T=
 _nc_t=
 _nc_pb=
 _nc_pm=
+_nc_pd1=
+_nc_pd2=
 _nc_nc=0
 _nc_qd=0
 _nc_wn=0
-trap '[ -z "$T" ] || rm -rf -- "$T"; [ -z "$_nc_t" ] || rm -f -- "$_nc_t"' EXIT
+trap '[ -z "$_nc_pd1" ] || _nc_sync; [ -z "$T" ] || rm -rf -- "$T"; [ -z "$_nc_t" ] || rm -f -- "$_nc_t"' EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 141' PIPE
@@ -554,7 +567,7 @@ func (s *script) build(stateDir string, holder int, filler bool) (string, []byte
 		return "", nil, fmt.Errorf("random name: %w", err)
 	}
 	fmt.Fprintf(&text, "_nc_rnd=%s\n", hex.EncodeToString(rnd))
-	fmt.Fprintf(&text, "_nc_sd=%s\n", transport.ShellQuote(stateDir))
+	fmt.Fprintf(&text, "_nc_sdir=%s\n", transport.ShellQuote(stateDir))
 	fmt.Fprintf(&text, "_nc_td=%s\n", transport.ShellQuote(path.Join(stateDir, ScratchDirName)))
 	if holder > 0 {
 		fmt.Fprintf(&text, "_nc_hold=%d\n", holder)
