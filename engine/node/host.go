@@ -174,17 +174,8 @@ func (h *Host) queryOnce(ctx context.Context, q transport.Query, direct bool) (*
 	} else {
 		s.line("_nc_qd=0")
 	}
-	// Present paths collect in the positional parameters as copy/path
-	// pairs for _nc_emit (a file printed directly is its own copy); see
-	// prelude.
-	s.line("set --")
-	s.line("_nc_k=0")
-	for _, p := range q.Files {
-		if err := checkQueryPath(p); err != nil {
-			return nil, fmt.Errorf("%s: query: file %q: %w", h.Host(), p, err)
-		}
-		s.line(`_nc_k=$((_nc_k + 1)); _nc_copy "$_nc_k"`, transport.ShellQuote(p),
-			`&& set -- "$@" "$_nc_c"`, transport.ShellQuote(p))
+	if err := s.readFiles("_nc_copy", q.Files); err != nil {
+		return nil, fmt.Errorf("%s: query: file %w", h.Host(), err)
 	}
 	for i, g := range q.Globs {
 		if err := checkQueryPath(g); err != nil {
@@ -575,14 +566,8 @@ func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult,
 	// The paths the command touched are read back in the same round
 	// trip (those the shell can read), so the re-check after apply finds
 	// them in the cache instead of asking again.
-	s.line("set --")
-	s.line("_nc_k=0")
-	for _, p := range c.Touches {
-		if err := checkQueryPath(p); err != nil {
-			return nil, fmt.Errorf("%s: exec: touched path %q: %w", h.Host(), p, err)
-		}
-		s.line(`_nc_k=$((_nc_k + 1)); _nc_rb "$_nc_k"`, transport.ShellQuote(p),
-			`&& set -- "$@" "$T/c$_nc_k"`, transport.ShellQuote(p))
+	if err := s.readFiles("_nc_rb", c.Touches); err != nil {
+		return nil, fmt.Errorf("%s: exec: touched path %w", h.Host(), err)
 	}
 	s.line(`_nc_emit "$@"`)
 	f, _, err := h.run(ctx, "exec", s)

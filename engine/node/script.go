@@ -121,7 +121,8 @@ _nc_rb() {
 		printf 'F %d 0\n%s' "${#2}" "$2"
 		return 1
 	fi
-	[ -f "$2" ] && cat -- "$2" > "$T/c$1" 2> /dev/null || return 1
+	_nc_c=$T/c$1
+	[ -f "$2" ] && cat -- "$2" > "$_nc_c" 2> /dev/null || return 1
 	printf 'P %d\n%s' "${#2}" "$2"
 }
 _nc_ferr() {
@@ -510,6 +511,23 @@ func (s *script) stdinWord(data []byte) string {
 		return "/dev/null"
 	}
 	return s.blob(data)
+}
+
+// readFiles appends a read of each path with reader (_nc_copy, or _nc_rb
+// for a read that must not fail), which prints its F or P record. Present
+// paths collect in the positional parameters as copy/path pairs for
+// _nc_emit (a file printed directly is its own copy); see prelude.
+func (s *script) readFiles(reader string, paths []string) error {
+	s.line("set --")
+	s.line("_nc_k=0")
+	for _, p := range paths {
+		if err := checkQueryPath(p); err != nil {
+			return fmt.Errorf("%q: %w", p, err)
+		}
+		s.line(`_nc_k=$((_nc_k + 1));`, reader, `"$_nc_k"`, transport.ShellQuote(p),
+			`&& set -- "$@" "$_nc_c"`, transport.ShellQuote(p))
+	}
+	return nil
 }
 
 // line appends one command to the body; words must already be shell words.
