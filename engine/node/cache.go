@@ -58,6 +58,13 @@ func (c *readCache) forget(paths []string) {
 	c.cmds, c.reads = map[string]*transport.CmdResult{}, nil
 }
 
+// ensure makes the maps a cleared cache lacks; c.mu is held.
+func (c *readCache) ensure() {
+	if c.files == nil {
+		c.files, c.globs, c.cmds = map[string]*transport.FileInfo{}, map[string][]string{}, map[string]*transport.CmdResult{}
+	}
+}
+
 // learn remembers files read after the run's own change (Exec reads back
 // what its command touched).
 func (c *readCache) learn(files []*transport.FileInfo) {
@@ -66,9 +73,7 @@ func (c *readCache) learn(files []*transport.FileInfo) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.files == nil {
-		c.files, c.globs, c.cmds = map[string]*transport.FileInfo{}, map[string][]string{}, map[string]*transport.CmdResult{}
-	}
+	c.ensure()
 	for _, f := range files {
 		c.files[f.Path] = f
 	}
@@ -194,9 +199,7 @@ func (c *readCache) lookup(q transport.Query) (*transport.Snapshot, bool) {
 func (c *readCache) store(q transport.Query, s *transport.Snapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.files == nil {
-		c.files, c.globs, c.cmds = map[string]*transport.FileInfo{}, map[string][]string{}, map[string]*transport.CmdResult{}
-	}
+	c.ensure()
 	for _, p := range q.Files {
 		c.files[p] = s.File(p)
 	}

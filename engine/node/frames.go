@@ -16,6 +16,9 @@ import (
 type frames struct {
 	b   []byte
 	off int
+	// marker is the line the script printed after the S record's
+	// contents (build): a file that changed size under the read moves it.
+	marker string
 }
 
 // line returns the bytes up to the next newline, without it.
@@ -123,8 +126,8 @@ type failure struct {
 }
 
 // readAnswer reads records up to Z: nCmds is how many commands the script
-// ran, marker its marker line.
-func (f *frames) readAnswer(marker string, nCmds int) (*answer, error) {
+// ran.
+func (f *frames) readAnswer(nCmds int) (*answer, error) {
 	a := &answer{cmds: make([]*transport.CmdResult, nCmds)}
 	var present []*transport.FileInfo
 	var order []int
@@ -171,7 +174,7 @@ func (f *frames) readAnswer(marker string, nCmds int) (*answer, error) {
 			a.failed = &failure{i, msg}
 		case "S":
 			stats = true
-			if err := f.readStats(present, a.cmds, order, marker); err != nil {
+			if err := f.readStats(present, a.cmds, order); err != nil {
 				return nil, err
 			}
 		case "Z":
@@ -198,10 +201,10 @@ func (f *frames) readAnswer(marker string, nCmds int) (*answer, error) {
 // readStats reads the body of an S record: two stat lines for each present
 // file (the size of the copy that was read, then the path's own metadata)
 // and for each command in order (its output, then its error), then the
-// contents of all of them and the script's marker line. A marker out of
+// contents of all of them and the script's marker line (f.marker). A marker out of
 // place means a file printed directly changed size under the read
 // (errTorn).
-func (f *frames) readStats(present []*transport.FileInfo, cmds []*transport.CmdResult, order []int, marker string) error {
+func (f *frames) readStats(present []*transport.FileInfo, cmds []*transport.CmdResult, order []int) error {
 	sizes := make([]int, len(present))
 	for i, fi := range present {
 		copyLine, err := f.line()
@@ -258,7 +261,7 @@ func (f *frames) readStats(present []*transport.FileInfo, cmds []*transport.CmdR
 			return fmt.Errorf("command %d: stderr: %w", i, errTorn)
 		}
 	}
-	if l, err := f.line(); err != nil || l != marker {
+	if l, err := f.line(); err != nil || l != f.marker {
 		return errTorn
 	}
 	return nil

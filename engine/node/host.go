@@ -120,7 +120,7 @@ func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *trans
 	if ec, ok := h.conn.(transport.ExactStdinConn); ok {
 		exact = ec.ExactStdin()
 	}
-	text, stdin, err := s.build(h.opts.StateDir, holder, !exact)
+	text, stdin, answer, err := s.build(h.opts.StateDir, holder, !exact)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %s: %w", h.Host(), what, err)
 	}
@@ -139,7 +139,7 @@ func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *trans
 		return nil, nil, fmt.Errorf("%s: %s: remote script failed (exit %d): %s",
 			h.Host(), what, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
-	return &frames{b: res.Stdout}, res, nil
+	return &frames{b: res.Stdout, marker: answer}, res, nil
 }
 
 // query reads files, expands globs and runs read-only commands in one round
@@ -164,17 +164,12 @@ var errTorn = errors.New("a file changed while it was read")
 // files without copying them first (see prelude).
 func (h *Host) queryOnce(ctx context.Context, q transport.Query, direct bool) (*transport.Snapshot, error) {
 	s := &script{}
-	m, err := marker("NCQ")
-	if err != nil {
-		return nil, fmt.Errorf("%s: query: %w", h.Host(), err)
-	}
-	s.line("_nc_qm=" + m)
 	if direct {
 		s.line("_nc_qd=1")
 	} else {
 		s.line("_nc_qd=0")
 	}
-	if err := s.readFiles("_nc_copy", q.Files); err != nil {
+	if err := s.readFiles(false, q.Files); err != nil {
 		return nil, fmt.Errorf("%s: query: file %w", h.Host(), err)
 	}
 	for i, g := range q.Globs {
@@ -206,14 +201,14 @@ func (h *Host) queryOnce(ctx context.Context, q transport.Query, direct bool) (*
 	for _, g := range q.Globs {
 		snap.Globs[g] = []string{}
 	}
-	if err := parseSnapshot(f, q, snap, m); err != nil {
+	if err := parseSnapshot(f, q, snap); err != nil {
 		return nil, fmt.Errorf("%s: query: %w", h.Host(), err)
 	}
 	return snap, nil
 }
 
-func parseSnapshot(f *frames, q transport.Query, snap *transport.Snapshot, marker string) error {
-	a, err := f.readAnswer(marker, len(q.Cmds))
+func parseSnapshot(f *frames, q transport.Query, snap *transport.Snapshot) error {
+	a, err := f.readAnswer(len(q.Cmds))
 	if err != nil {
 		return err
 	}
@@ -260,32 +255,28 @@ func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transpor
 	// same file on every run.
 	sort.Strings(names)
 	s := &script{}
-	m, err := marker("NCQ")
-	if err != nil {
-		return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
-	}
-	s.line("_nc_qm=" + m)
 	s.pre.WriteString("SCRATCH=\"$T/scratch\"\nexport SCRATCH\nmkdir -m 0700 -- \"$SCRATCH\" || exit 117\n")
 	// Every directory in one mkdir. A name whose directory is another
 	// staged file (or the same name twice, once unclean) cannot be laid
 	// out: refused here, naming it, before the node is asked.
-	clean := make(map[string]string, len(names))
-	for _, name := range names {
-		c := path.Clean(name)
-		if other, ok := clean[c]; ok {
+	cleaned := make([]string, len(names))
+	byClean := make(map[string]string, len(names))
+	for i, name := range names {
+		cleaned[i] = path.Clean(name)
+		if other, ok := byClean[cleaned[i]]; ok {
 			return nil, fmt.Errorf("%s: stage: file %q: the same path as %q", h.Host(), name, other)
 		}
-		clean[c] = name
+		byClean[cleaned[i]] = name
 	}
 	var dirs []string
 	seen := map[string]bool{}
-	for _, name := range names {
-		for d := path.Dir(path.Clean(name)); d != "."; d = path.Dir(d) {
-			if other, ok := clean[d]; ok {
+	for i, name := range names {
+		for d := path.Dir(cleaned[i]); d != "."; d = path.Dir(d) {
+			if other, ok := byClean[d]; ok {
 				return nil, fmt.Errorf("%s: stage: write %s: its directory %s is the staged file %q", h.Host(), name, d, other)
 			}
 		}
-		if d := path.Dir(path.Clean(name)); d != "." && !seen[d] {
+		if d := path.Dir(cleaned[i]); d != "." && !seen[d] {
 			seen[d] = true
 			dirs = append(dirs, `"$SCRATCH"/`+transport.ShellQuote(d))
 		}
@@ -294,7 +285,6 @@ func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transpor
 		s.pre.WriteString("mkdir -p -- " + strings.Join(dirs, " ") + " || exit 117\n")
 	}
 	for i, name := range names {
-		clean := path.Clean(name)
 		// Created with the umask that gives the mode; chmod only for
 		// modes a umask cannot give (execute and special bits).
 		mode := r.Files[name].Mode
@@ -306,7 +296,7 @@ func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transpor
 			umask, chmod = "0077", chmodArg(mode)
 		}
 		s.blobAt(r.Files[name].Content, strings.Join([]string{"_nc_sblob", fmt.Sprint(i), "%d",
-			transport.ShellQuote(clean), umask, transport.ShellQuote(chmod)}, " "))
+			transport.ShellQuote(cleaned[i]), umask, transport.ShellQuote(chmod)}, " "))
 	}
 	s.line(`cd -- "$SCRATCH"`, `||`, `exit 117`)
 	for i, c := range r.Cmds {
@@ -320,7 +310,7 @@ func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transpor
 	if err != nil {
 		return nil, err
 	}
-	a, err := f.readAnswer(m, len(r.Cmds))
+	a, err := f.readAnswer(len(r.Cmds))
 	if err != nil {
 		return nil, fmt.Errorf("%s: stage: %w", h.Host(), err)
 	}
@@ -555,18 +545,13 @@ func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult,
 		h.cache.clear()
 	}
 	s := &script{}
-	m, err := marker("NCQ")
-	if err != nil {
-		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
-	}
-	s.line("_nc_qm=" + m)
 	if err := s.cmd(0, c, true); err != nil {
 		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
 	}
 	// The paths the command touched are read back in the same round
 	// trip (those the shell can read), so the re-check after apply finds
 	// them in the cache instead of asking again.
-	if err := s.readFiles("_nc_rb", c.Touches); err != nil {
+	if err := s.readFiles(true, c.Touches); err != nil {
 		return nil, fmt.Errorf("%s: exec: touched path %w", h.Host(), err)
 	}
 	s.line(`_nc_emit "$@"`)
@@ -574,7 +559,7 @@ func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult,
 	if err != nil {
 		return nil, err
 	}
-	a, err := f.readAnswer(m, 1)
+	a, err := f.readAnswer(1)
 	if err != nil {
 		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
 	}

@@ -297,15 +297,15 @@ func TestFramesTruncated(t *testing.T) {
 	newSnap := func() *transport.Snapshot {
 		return &transport.Snapshot{Files: map[string]*transport.FileInfo{}, Globs: map[string][]string{}, Cmds: make([]*transport.CmdResult, 1)}
 	}
-	if err := parseSnapshot(&frames{b: full}, q, newSnap(), m[1]); err != nil {
+	if err := parseSnapshot(&frames{b: full, marker: m[1]}, q, newSnap()); err != nil {
 		t.Fatalf("full answer: %v", err)
 	}
 	for n := 0; n < len(full); n++ {
-		if err := parseSnapshot(&frames{b: full[:n]}, q, newSnap(), m[1]); err == nil {
+		if err := parseSnapshot(&frames{b: full[:n], marker: m[1]}, q, newSnap()); err == nil {
 			t.Fatalf("prefix of %d/%d bytes parsed without error", n, len(full))
 		}
 	}
-	if err := parseSnapshot(&frames{b: append(append([]byte{}, full...), 'x')}, q, newSnap(), m[1]); err == nil {
+	if err := parseSnapshot(&frames{b: append(append([]byte{}, full...), 'x'), marker: m[1]}, q, newSnap()); err == nil {
 		t.Fatal("trailing garbage parsed without error")
 	}
 }

@@ -100,29 +100,19 @@ _nc_copy() {
 		return 1
 	fi
 	if [ -f "$2" ]; then
-		if [ "$_nc_qd" = 1 ] && [ -r "$2" ]; then
-			case $2 in
-			/proc/* | /sys/* | */proc/* | */sys/*) ;;
-			*)
-				_nc_c=$2
-				printf 'P %d\n%s' "${#2}" "$2"
-				return 0
-				;;
-			esac
-		fi
-		cat -- "$2" > "$T/c$1" 2> "$T/e" || { _nc_ferr "$2"; return 2; }
+		case $_nc_qd:$2 in
+		1:/proc/* | 1:/sys/* | 1:*/proc/* | 1:*/sys/*) ;;
+		1:*) [ ! -r "$2" ] || _nc_c=$2 ;;
+		esac
+		[ "$_nc_c" = "$2" ] || cat -- "$2" > "$_nc_c" 2> "$T/e" || {
+			[ -n "$3" ] && return 1
+			_nc_ferr "$2"
+			return 2
+		}
 	else
-		: > "$T/c$1" || exit 116
+		[ -z "$3" ] || return 1
+		: > "$_nc_c" || exit 116
 	fi
-	printf 'P %d\n%s' "${#2}" "$2"
-}
-_nc_rb() {
-	if [ ! -e "$2" ]; then
-		printf 'F %d 0\n%s' "${#2}" "$2"
-		return 1
-	fi
-	_nc_c=$T/c$1
-	[ -f "$2" ] && cat -- "$2" > "$_nc_c" 2> /dev/null || return 1
 	printf 'P %d\n%s' "${#2}" "$2"
 }
 _nc_ferr() {
@@ -270,7 +260,7 @@ _nc_wfail() {
 	fi
 }
 _nc_attrs() {
-	if [ -e "$2" ] && { [ ! -O "$2" ] || [ ! -G "$2" ] || [ -g "$_nc_d" ]; }; then
+	if [ -e "$2" ] && { [ ! -O "$2" ] || [ ! -G "$2" ] || [ -g "${1%/*}" ]; }; then
 		chown --reference="$2" -- "$1" || return 1
 	fi
 	if [ -n "$4" ]; then chown -- "$4" "$1" || return 1; fi
@@ -333,7 +323,9 @@ _nc_write() {
 	_nc_dir "$_nc_p"
 	_nc_wn=$((_nc_wn + 1))
 	_nc_t=$_nc_d/.nodeconverge.$_nc_rnd.$_nc_wn
-	umask "${7:-022}"
+	_nc_m=$3
+	_nc_u=$7
+	umask "${_nc_u:-022}"
 	set -C
 	{ true > "$_nc_t"; } 2> /dev/null
 	_nc_r=$?
@@ -343,11 +335,10 @@ _nc_write() {
 		_nc_t=
 		_nc_t=$(mktemp -- "$_nc_d/.nodeconverge.XXXXXXXX") || return 1
 		# mktemp makes 0600 whatever the umask: chmod gives the mode.
-		_nc_m=$3
+		_nc_u=
 		[ -n "$_nc_m" ] || [ -e "$_nc_p" ] || _nc_m=0644
-		set -- "$1" "$2" "$_nc_m" "$4" "$5" "$6"
 	fi
-	if cat -- "$2" > "$_nc_t" && _nc_attrs "$_nc_t" "$_nc_p" "$3" "$4" "$5" "$7" &&
+	if cat -- "$2" > "$_nc_t" && _nc_attrs "$_nc_t" "$_nc_p" "$_nc_m" "$4" "$5" "$_nc_u" &&
 		_nc_sync "$_nc_t" && mv -f -T -- "$_nc_t" "$_nc_p"; then
 		_nc_t=
 		_nc_later "$_nc_d"
@@ -513,18 +504,24 @@ func (s *script) stdinWord(data []byte) string {
 	return s.blob(data)
 }
 
-// readFiles appends a read of each path with reader (_nc_copy, or _nc_rb
-// for a read that must not fail), which prints its F or P record. Present
-// paths collect in the positional parameters as copy/path pairs for
-// _nc_emit (a file printed directly is its own copy); see prelude.
-func (s *script) readFiles(reader string, paths []string) error {
+// readFiles appends a read of each path with _nc_copy, which prints its F
+// or P record; soft leaves out a path that is not a readable regular file
+// instead of failing the script with its error (Exec's read-back, after a
+// command that already ran). Present paths collect in the positional
+// parameters as copy/path pairs for _nc_emit (a file printed directly is
+// its own copy); see prelude.
+func (s *script) readFiles(soft bool, paths []string) error {
+	flag := ""
+	if soft {
+		flag = " soft"
+	}
 	s.line("set --")
 	s.line("_nc_k=0")
 	for _, p := range paths {
 		if err := checkQueryPath(p); err != nil {
 			return fmt.Errorf("%q: %w", p, err)
 		}
-		s.line(`_nc_k=$((_nc_k + 1));`, reader, `"$_nc_k"`, transport.ShellQuote(p),
+		s.line(`_nc_k=$((_nc_k + 1)); _nc_copy "$_nc_k"`, transport.ShellQuote(p)+flag,
 			`&& set -- "$@" "$_nc_c"`, transport.ShellQuote(p))
 	}
 	return nil
@@ -570,57 +567,63 @@ func (s *script) cmd(i int, c transport.Cmd, fresh bool) error {
 	return nil
 }
 
-// build returns the script text and its stdin.
+// build returns the script text, its stdin, and the marker that ends the
+// script's S record (frames.marker).
 // stateDir is the node's state directory, under which the script's private
 // directory is made. holder, when not 0, is the process the connection's
 // life is tied to (HolderConn); 0 lets the node find its sshd. filler
 // guards the data against a shell that reads its script from the same
 // stdin (see ExactStdinConn); the start marker is checked either way.
-func (s *script) build(stateDir string, holder int, filler bool) (string, []byte, error) {
-	var text strings.Builder
-	text.WriteString(prelude)
-	text.WriteString(scratchPrelude)
+func (s *script) build(stateDir string, holder int, filler bool) (text string, stdin []byte, answer string, err error) {
+	var t strings.Builder
+	t.WriteString(prelude)
+	t.WriteString(scratchPrelude)
 	rnd := make([]byte, 8)
 	if _, err := rand.Read(rnd); err != nil {
-		return "", nil, fmt.Errorf("random name: %w", err)
+		return "", nil, "", fmt.Errorf("random name: %w", err)
 	}
-	fmt.Fprintf(&text, "_nc_rnd=%s\n", hex.EncodeToString(rnd))
-	fmt.Fprintf(&text, "_nc_sdir=%s\n", transport.ShellQuote(stateDir))
-	fmt.Fprintf(&text, "_nc_td=%s\n", transport.ShellQuote(path.Join(stateDir, ScratchDirName)))
+	// The marker that ends the S record (_nc_emit): the caller checks it.
+	if answer, err = marker("NCQ"); err != nil {
+		return "", nil, "", err
+	}
+	fmt.Fprintf(&t, "_nc_qm=%s\n", answer)
+	fmt.Fprintf(&t, "_nc_rnd=%s\n", hex.EncodeToString(rnd))
+	fmt.Fprintf(&t, "_nc_sdir=%s\n", transport.ShellQuote(stateDir))
+	fmt.Fprintf(&t, "_nc_td=%s\n", transport.ShellQuote(path.Join(stateDir, ScratchDirName)))
 	if holder > 0 {
-		fmt.Fprintf(&text, "_nc_hold=%d\n", holder)
+		fmt.Fprintf(&t, "_nc_hold=%d\n", holder)
 	}
-	text.WriteString(mainHead)
-	text.WriteString(s.pre.String())
-	var stdin bytes.Buffer
+	t.WriteString(mainHead)
+	t.WriteString(s.pre.String())
+	var in bytes.Buffer
 	if len(s.blobs) > 0 {
 		start, err := marker("NCDATA")
 		if err != nil {
-			return "", nil, err
+			return "", nil, "", err
 		}
 		end, err := marker("NCEND")
 		if err != nil {
-			return "", nil, err
+			return "", nil, "", err
 		}
-		fmt.Fprintf(&text, "_nc_in %s\n", start)
+		fmt.Fprintf(&t, "_nc_in %s\n", start)
 		if filler {
 			line := strings.Repeat("#", fillerLineSize-1) + "\n"
 			for range fillerLines {
-				stdin.WriteString(line)
+				in.WriteString(line)
 			}
 		}
-		stdin.WriteString(start + "\n")
+		in.WriteString(start + "\n")
 		for _, b := range s.blobs {
-			fmt.Fprintf(&text, b.read+"\n", len(b.data))
-			stdin.Write(b.data)
+			fmt.Fprintf(&t, b.read+"\n", len(b.data))
+			in.Write(b.data)
 		}
-		fmt.Fprintf(&text, "_nc_end %s\n", end)
-		stdin.WriteString(end + "\n")
+		fmt.Fprintf(&t, "_nc_end %s\n", end)
+		in.WriteString(end + "\n")
 	}
-	text.WriteString(s.body.String())
-	text.WriteString(mainTail)
-	text.WriteString(mainCall)
-	return text.String(), stdin.Bytes(), nil
+	t.WriteString(s.body.String())
+	t.WriteString(mainTail)
+	t.WriteString(mainCall)
+	return t.String(), in.Bytes(), answer, nil
 }
 
 // marker returns a random line no content will contain by accident.

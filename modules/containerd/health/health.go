@@ -104,28 +104,25 @@ func (r *Report) plugins() string {
 const pollScript = `end=$(( $(date +%s) + $4 ))
 state=
 rows=
-nl='
-'
 while :; do
 	state=$(systemctl is-active "$1" 2>/dev/null)
 	if [ "$state" = active ] && out=$("$3" --address "$2" --connect-timeout 1s plugins ls 2>&1); then
+		# awk prints the CRI rows and exits 1 (one failed), 2 (none yet,
+		# or one still loading) or 0 (all ok).
 		rows=$(printf '%s\n' "$out" | awk '
 			($1 == "io.containerd.grpc.v1" && $2 == "cri") || ($1 == "io.containerd.cri.v1" && ($2 == "runtime" || $2 == "images")) {
-				rows = rows "\n" $1 " " $2 " " $NF; n++
+				print $1 " " $2 " " $NF; n++
 				if ($NF == "error" || $NF == "skip") bad = 1; else if ($NF != "ok") wait = 1
 			}
-			END { printf "%s%s\n", (n == 0 || (wait && !bad)) ? "wait" : bad ? "bad" : "ok", rows }')
-		verdict=${rows%%"$nl"*}
-		rows=${rows#"$verdict"}
-		rows=${rows#"$nl"}
-		case $verdict in
-		bad)
+			END { exit bad ? 1 : (n == 0 || wait) ? 2 : 0 }')
+		case $? in
+		1)
 			printf 'state=%s\n%s\n%s\n' "$state" "$rows" "` + detailLine + `"
 			"$3" --address "$2" --connect-timeout 1s plugins ls -d id==cri 2>&1
 			"$3" --address "$2" --connect-timeout 1s plugins ls -d type==io.containerd.cri.v1 2>&1
 			exit 1
 			;;
-		ok)
+		0)
 			printf 'state=%s\n%s\n' "$state" "$rows"
 			exit 0
 			;;
