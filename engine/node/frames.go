@@ -49,7 +49,7 @@ func (f *frames) header() ([]string, error) {
 		return nil, err
 	}
 	fields := strings.Split(l, " ")
-	want := map[string]int{"F": 3, "P": 2, "S": 1, "M": 3, "C": 3, "O": 3, "X": 3, "Z": 1}
+	want := map[string]int{"F": 3, "P": 2, "S": 1, "M": 3, "C": 3, "O": 3, "X": 3, "L": 1, "Z": 1}
 	n, ok := want[fields[0]]
 	if !ok {
 		return nil, fmt.Errorf("at byte %d: unknown record %q", f.off-len(l)-1, l)

@@ -164,17 +164,29 @@ var errTorn = errors.New("a file changed while it was read")
 // files without copying them first (see prelude).
 func (h *Host) queryOnce(ctx context.Context, q transport.Query, direct bool) (*transport.Snapshot, error) {
 	s := &script{}
+	if err := h.queryBody(s, q, direct); err != nil {
+		return nil, err
+	}
+	f, _, err := h.run(ctx, "query", s)
+	if err != nil {
+		return nil, err
+	}
+	return h.readSnapshot(f, q)
+}
+
+// queryBody appends q's reads to s, ending with the S record (_nc_emit).
+func (h *Host) queryBody(s *script, q transport.Query, direct bool) error {
 	if direct {
 		s.line("_nc_qd=1")
 	} else {
 		s.line("_nc_qd=0")
 	}
 	if err := s.readFiles(false, q.Files); err != nil {
-		return nil, fmt.Errorf("%s: query: file %w", h.Host(), err)
+		return fmt.Errorf("%s: query: file %w", h.Host(), err)
 	}
 	for i, g := range q.Globs {
 		if err := checkQueryPath(g); err != nil {
-			return nil, fmt.Errorf("%s: query: glob %q: %w", h.Host(), g, err)
+			return fmt.Errorf("%s: query: glob %q: %w", h.Host(), g, err)
 		}
 		// Unquoted on purpose, with IFS empty: expanded, never split.
 		s.line("_nc_g=" + transport.ShellQuote(g))
@@ -185,14 +197,15 @@ func (h *Host) queryOnce(ctx context.Context, q transport.Query, direct bool) (*
 	}
 	for i, c := range q.Cmds {
 		if err := s.cmd(i, c, false); err != nil {
-			return nil, fmt.Errorf("%s: query: command %d: %w", h.Host(), i, err)
+			return fmt.Errorf("%s: query: command %d: %w", h.Host(), i, err)
 		}
 	}
 	s.line(`_nc_emit "$@"`)
-	f, _, err := h.run(ctx, "query", s)
-	if err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// readSnapshot reads q's answer, up to the end record.
+func (h *Host) readSnapshot(f *frames, q transport.Query) (*transport.Snapshot, error) {
 	snap := &transport.Snapshot{
 		Files: make(map[string]*transport.FileInfo, len(q.Files)),
 		Globs: make(map[string][]string, len(q.Globs)),

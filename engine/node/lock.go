@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -209,6 +210,7 @@ _nc_lock() {
 		fi
 		if [ "$MODE" = exclusive ] || [ "${_nc_f##*/}" = x ]; then
 			_nc_lemit X 0 "$_nc_f"
+			_nc_lheld=1
 			return 0
 		fi
 	done
@@ -231,12 +233,13 @@ _nc_unlock() {
 		_nc_lemit X 0 "$LD/$LNAME"
 		return 0
 	fi
-	rm -f -- "$LD/$LNAME" > "$T/e" 2>&1 || _nc_fail 1
+	rm -f -- "$@" "$LD/$LNAME" > "$T/e" 2>&1 || _nc_fail 1
 }
 `
 
-// lockScript builds the lock or unlock script for mode.
-func (h *Host) lockScript(exclusive bool, fn string, owner []byte) *script {
+// lockScript starts a lock or unlock script for mode; the caller adds the
+// call.
+func (h *Host) lockScript(exclusive bool, owner []byte) *script {
 	mode, name := "shared", "s."+h.opts.RunID
 	if exclusive {
 		mode, name = "exclusive", "x"
@@ -247,11 +250,11 @@ func (h *Host) lockScript(exclusive bool, fn string, owner []byte) *script {
 	s.line("RUN=" + transport.ShellQuote(h.opts.RunID))
 	s.line("MODE=" + mode)
 	s.line("LNAME=" + transport.ShellQuote(name))
+	s.line("_nc_lheld=")
 	if owner != nil {
 		s.line("OWNER=" + s.blob(owner))
 	}
 	s.body.WriteString(lockPrelude)
-	s.line(fn)
 	return s
 }
 
@@ -265,6 +268,13 @@ func (h *Host) lockScript(exclusive bool, fn string, owner []byte) *script {
 // NodeLock.Release; if the controller dies instead, the next run takes it
 // over.
 func (h *Host) Lock(ctx context.Context, exclusive bool, owner LockOwner) (*NodeLock, error) {
+	return h.LockAndPrefetch(ctx, exclusive, owner, transport.Query{})
+}
+
+// LockAndPrefetch is Lock and, once the lock is this run's, Prefetch of q,
+// in the same round trip: a run's first look at a node costs one session,
+// not two. When the lock is refused, q is not read.
+func (h *Host) LockAndPrefetch(ctx context.Context, exclusive bool, owner LockOwner, q transport.Query) (*NodeLock, error) {
 	if err := h.checkOptions(); err != nil {
 		return nil, fmt.Errorf("%s: lock: %w", h.Host(), err)
 	}
@@ -274,7 +284,24 @@ func (h *Host) Lock(ctx context.Context, exclusive bool, owner LockOwner) (*Node
 	if owner.Since.IsZero() {
 		owner.Since = time.Now().UTC().Truncate(time.Second)
 	}
-	s := h.lockScript(exclusive, "_nc_lock", owner.encode())
+	read := len(q.Files)+len(q.Globs)+len(q.Cmds) > 0
+	if read {
+		if _, ok := h.cache.lookup(q); ok {
+			read = false
+		}
+	}
+	s := h.lockScript(exclusive, owner.encode())
+	s.line("_nc_lock")
+	if read {
+		// L ends the lock's records; the reads follow only when the lock
+		// was taken.
+		s.line(`printf 'L\n'`)
+		s.line(`if [ -z "$_nc_lheld" ]; then`)
+		if err := h.queryBody(s, q, true); err != nil {
+			return nil, err
+		}
+		s.line("fi")
+	}
 	f, _, err := h.run(ctx, "lock", s)
 	if err != nil {
 		return nil, err
@@ -310,15 +337,26 @@ func (h *Host) Lock(ctx context.Context, exclusive bool, owner LockOwner) (*Node
 				return nil, fmt.Errorf("%s: lock: %s", h.Host(), strings.TrimSpace(text))
 			}
 			held = &LockHeldError{Node: h.Host(), Owner: parseLockOwner(text)}
-		case "Z":
-			if err := f.end(); err != nil {
-				return nil, fmt.Errorf("%s: lock: %w", h.Host(), err)
-			}
+		case "L", "Z":
 			if held != nil {
 				return nil, held
 			}
 			if !got {
 				return nil, fmt.Errorf("%s: lock: the node did not confirm the lock", h.Host())
+			}
+			if hdr[0] == "Z" {
+				if err := f.end(); err != nil {
+					return nil, fmt.Errorf("%s: lock: %w", h.Host(), err)
+				}
+				return l, nil
+			}
+			if err := h.prefetched(ctx, f, q); err != nil {
+				// The lock is this run's: give it up rather than leave it
+				// to go stale with the connection.
+				if rerr := l.Release(ctx); rerr != nil {
+					err = errors.Join(err, rerr)
+				}
+				return nil, err
 			}
 			return l, nil
 		default:
@@ -327,12 +365,35 @@ func (h *Host) Lock(ctx context.Context, exclusive bool, owner LockOwner) (*Node
 	}
 }
 
+// prefetched caches the answer to q that follows the lock's records, or
+// reads q again, every file copied, when a file changed under the read.
+func (h *Host) prefetched(ctx context.Context, f *frames, q transport.Query) error {
+	snap, err := h.readSnapshot(f, q)
+	if errors.Is(err, errTorn) {
+		snap, err = h.queryOnce(ctx, q, false)
+	}
+	if err != nil {
+		return err
+	}
+	h.cache.store(q, snap)
+	return nil
+}
+
 // Release gives the lock up in one round trip. A lock that is no longer
 // this run's (taken over after the node judged this run dead) is left
-// alone and reported as an error.
-func (l *NodeLock) Release(ctx context.Context) error {
+// alone and reported as an error. served names handlers this run ran: their
+// pending records (PendingPath) go in the same round trip, while the lock
+// is still this run's. A run that dies before its release leaves them, and
+// the next run runs those handlers again: a restart too many, never one
+// too few.
+func (l *NodeLock) Release(ctx context.Context, served ...string) error {
 	h := l.h
-	s := h.lockScript(l.name == "x", "_nc_unlock", nil)
+	s := h.lockScript(l.name == "x", nil)
+	words := []string{"_nc_unlock"}
+	for _, hn := range served {
+		words = append(words, transport.ShellQuote(PendingPath(h.opts.StateDir, hn)))
+	}
+	s.line(words...)
 	f, _, err := h.run(ctx, "unlock", s)
 	if err != nil {
 		return err

@@ -213,3 +213,84 @@ func TestLockHolderNamedByConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLockAndPrefetch: the lock and the run's first read share a round trip;
+// a refused lock reads nothing; the release removes the pending records of
+// the handlers the run served, and only while the lock is still the run's.
+func TestLockAndPrefetch(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	file := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(file, []byte("version = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	q := transport.Query{Files: []string{file}, Globs: []string{filepath.Join(dir, "*.toml")}, Cmds: []transport.Cmd{{Argv: []string{"echo", "hi"}}}}
+	for _, sh := range []string{"sh", "bash"} {
+		t.Run(sh, func(t *testing.T) {
+			h1 := newTestHost(t, sh, HostOptions{RunID: "run-1", StateDir: state})
+			l, err := h1.LockAndPrefetch(ctx, true, NewLockOwner("run-1"), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap, err := h1.Query(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := h1.Stats().RoundTrips; n != 1 {
+				t.Errorf("lock and query took %d round trips, want 1", n)
+			}
+			if got := string(snap.File(file).Content); got != "version = 2\n" {
+				t.Errorf("prefetched %q", got)
+			}
+			if got := snap.Globs[q.Globs[0]]; len(got) != 1 || got[0] != file {
+				t.Errorf("glob matched %v", got)
+			}
+			if c := snap.Cmds[0]; c == nil || string(c.Stdout) != "hi\n" {
+				t.Errorf("command answered %+v", c)
+			}
+
+			// A second run is refused and reads nothing.
+			h2 := newTestHost(t, sh, HostOptions{RunID: "run-2", StateDir: state})
+			_, err = h2.LockAndPrefetch(ctx, true, NewLockOwner("run-2"), q)
+			var held *LockHeldError
+			if !errors.As(err, &held) || held.Owner.RunID != "run-1" {
+				t.Fatalf("second run: err = %v, want held by run-1", err)
+			}
+			if _, ok := h2.cache.lookup(q); ok {
+				t.Error("a refused lock filled the read cache")
+			}
+
+			// Records of served handlers go with the release; others stay.
+			served, owed := PendingPath(state, "restart containerd"), PendingPath(state, "reload sysctl")
+			for _, p := range []string{served, owed} {
+				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte("{}\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// run-2's release is refused and must not remove them.
+			l2 := &NodeLock{h: h2, name: "x"}
+			if err := l2.Release(ctx, "restart containerd"); err == nil {
+				t.Error("release of a lock held by another run succeeded")
+			}
+			if _, err := os.Stat(served); err != nil {
+				t.Errorf("a refused release removed a record: %v", err)
+			}
+			if err := l.Release(ctx, "restart containerd"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(served); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("served handler's record after release: %v", err)
+			}
+			if _, err := os.Stat(owed); err != nil {
+				t.Errorf("owed handler's record after release: %v", err)
+			}
+			if err := os.Remove(owed); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -72,6 +72,7 @@ const (
 //	    and error, in record order; then the script's marker line
 //	O <op> <len>\n<backup path>                 op done
 //	X <op> <len>\n<stderr>                      op failed (script ends)
+//	L                                           the lock's records end (LockAndPrefetch)
 //	Z                                           script completed
 const prelude = `_nc_in() {
 	_nc_n=0

@@ -264,10 +264,20 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 	}
 }
 
-// clearPending removes the record of an owed handler that has run.
+// clearPending marks an owed handler as run. Its record is removed by the
+// lock's release (NodeLock.Release), in the round trip that ends the run on
+// the host, not in one of its own; without a lock (none is taken in check
+// mode, which runs no handler) it is removed now.
 func (r *runner) clearPending(ctx context.Context, s *hostState, handler string) error {
-	if _, err := s.h.Apply(ctx, []transport.Op{node.ClearPendingOp(s.h.StateDir(), handler)}); err != nil {
-		return fmt.Errorf("clear pending %q: %w", handler, err)
+	if s.lock == nil {
+		if _, err := s.h.Apply(ctx, []transport.Op{node.ClearPendingOp(s.h.StateDir(), handler)}); err != nil {
+			return fmt.Errorf("clear pending %q: %w", handler, err)
+		}
+	} else {
+		if s.clear == nil {
+			s.clear = map[string]bool{}
+		}
+		s.clear[handler] = true
 	}
 	delete(s.pending, handler)
 	if s.served == nil {
@@ -306,17 +316,9 @@ func changedSincePlan(ctx context.Context, h transport.Reader, plan *module.Plan
 // differs now, joined by "; "; "" when none does. Live steps and saved
 // plans both decide staleness with it.
 func fingerprintDrift(ctx context.Context, h transport.Reader, want map[string]string, globs map[string][]string, differs string) (string, error) {
-	paths := make([]string, 0, len(want))
-	for p := range want {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	pats := make([]string, 0, len(globs))
-	for g := range globs {
-		pats = append(pats, g)
-	}
-	sort.Strings(pats)
-	snap, err := h.Query(ctx, transport.Query{Files: paths, Globs: pats})
+	q := fingerprintQuery(want, globs)
+	paths, pats := q.Files, q.Globs
+	snap, err := h.Query(ctx, q)
 	if err != nil {
 		return "", err
 	}
@@ -333,6 +335,22 @@ func fingerprintDrift(ctx context.Context, h transport.Reader, want map[string]s
 		}
 	}
 	return strings.Join(changed, "; "), nil
+}
+
+// fingerprintQuery is fingerprintDrift's read, in a fixed order so that an
+// earlier read of the same (lockFirst's) answers it from the cache.
+func fingerprintQuery(want map[string]string, globs map[string][]string) transport.Query {
+	paths := make([]string, 0, len(want))
+	for p := range want {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	pats := make([]string, 0, len(globs))
+	for g := range globs {
+		pats = append(pats, g)
+	}
+	sort.Strings(pats)
+	return transport.Query{Files: paths, Globs: pats}
 }
 
 // matchList words a glob's matches for a message.
@@ -404,6 +422,7 @@ func (r *runner) reowe(ctx context.Context, s *hostState) error {
 			return fmt.Errorf("record pending handlers again: %w", err)
 		}
 		ops = append(ops, op)
+		delete(s.clear, hn)
 	}
 	if len(ops) == 0 {
 		return nil

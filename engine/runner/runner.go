@@ -114,14 +114,19 @@ type hostState struct {
 	reads *readRecorder
 	// prefetched marks the plays whose reads were fetched ahead.
 	prefetched map[*playbook.Play]bool
-	// lock is the node lock an apply run holds from its first task on.
-	lock *node.NodeLock
+	// lock is the node lock an apply run holds from its first read of the
+	// host on; needLock says it is still to be taken (lockFirst).
+	lock     *node.NodeLock
+	needLock bool
 	// pending are handlers owed on the node by earlier runs that died
 	// between a write and its handler; owed are those this run recorded.
 	pending map[string]node.PendingRecord
 	owed    map[string][]string
-	// served are the handlers this run ran (and cleared) on the host.
+	// served are the handlers this run ran on the host; clear are those
+	// whose pending record the lock's release removes (not owed again
+	// since they ran).
 	served map[string]bool
+	clear  map[string]bool
 	// plans is the host's plan for the current play in apply mode: every
 	// task, planned before the first write.
 	plans map[*playbook.Task]*module.Plan
@@ -535,7 +540,12 @@ func (r *runner) closeHost(s *hostState) {
 	}
 	if s.lock != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackGrace)
-		err := s.lock.Release(ctx)
+		var served []string
+		for hn := range s.clear {
+			served = append(served, hn)
+		}
+		sort.Strings(served)
+		err := s.lock.Release(ctx, served...)
 		cancel()
 		switch {
 		case err == nil:
@@ -1011,19 +1021,10 @@ func (r *runner) connect(ctx context.Context, s *hostState, become *bool) (*node
 	hopts := r.o.HostOptions
 	hopts.RunID = r.o.RunID
 	h := node.NewHost(c, hopts)
-	if !r.o.Check {
-		// One apply per node at a time. Check mode takes no lock: it
-		// never writes, and every write of an apply is atomic per file.
-		at(ctx, s, "take the node lock")
-		lock, err := h.Lock(ctx, true, node.NewLockOwner(r.o.RunID))
-		if err != nil {
-			return nil, err
-		}
-		s.lock = lock
-		if note := lock.Note(); note != "" {
-			r.run.AddNote(s.host.Name + ": " + note)
-		}
-	}
+	// One apply per node at a time: the lock is taken with the host's
+	// first read (lockFirst). Check mode takes no lock: it never writes,
+	// and every write of an apply is atomic per file.
+	s.needLock = !r.o.Check
 	s.h = h
 	s.owed = map[string][]string{}
 	s.reads = newReadRecorder(transport.ReadOnly(h))
@@ -1166,10 +1167,9 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 		s.prefetched = map[*playbook.Play]bool{}
 	}
 	if p == nil || s.prefetched[p] {
-		return nil
+		return r.lockFirst(ctx, s, transport.Query{})
 	}
 	s.prefetched[p] = true
-	at(ctx, s, "read ahead")
 	qs := []transport.Query{{Globs: []string{path.Join(node.PendingDir(s.h.StateDir()), "*.json")}}}
 	for _, pt := range p.AllTasks() {
 		m, ok := lookup(pt)
@@ -1182,8 +1182,16 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 			}
 		}
 	}
-	if err := s.h.Prefetch(ctx, node.MergeQueries(qs...)); err != nil {
-		return fmt.Errorf("read ahead: %w", err)
+	q := node.MergeQueries(qs...)
+	if s.needLock {
+		if err := r.lockFirst(ctx, s, q); err != nil {
+			return err
+		}
+	} else {
+		at(ctx, s, "read ahead")
+		if err := s.h.Prefetch(ctx, q); err != nil {
+			return fmt.Errorf("read ahead: %w", err)
+		}
 	}
 	if s.pending == nil {
 		pending, err := s.h.Pending(ctx)
@@ -1198,6 +1206,24 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 			owing = append(owing, rec.RunID)
 		}
 		s.h.KeepRuns(owing)
+	}
+	return nil
+}
+
+// lockFirst takes the node lock of an apply, if the host does not hold it
+// yet, in the round trip of the host's first read (q, which may be empty).
+func (r *runner) lockFirst(ctx context.Context, s *hostState, q transport.Query) error {
+	if !s.needLock {
+		return nil
+	}
+	at(ctx, s, "take the node lock and read ahead")
+	lock, err := s.h.LockAndPrefetch(ctx, true, node.NewLockOwner(r.o.RunID), q)
+	if err != nil {
+		return err
+	}
+	s.lock, s.needLock = lock, false
+	if note := lock.Note(); note != "" {
+		r.run.AddNote(s.host.Name + ": " + note)
 	}
 	return nil
 }
@@ -1223,6 +1249,8 @@ func (r *runner) owedWriter(s *hostState, t *playbook.Task, plan *module.Plan) (
 		for _, f := range plan.Files {
 			s.owed[hn] = append(s.owed[hn], f.Path)
 		}
+		// Owed again: the release must leave the new record.
+		delete(s.clear, hn)
 		op, err := node.PendingOp(s.h.StateDir(), node.PendingRecord{Handler: hn, RunID: r.o.RunID, Files: s.owed[hn], Since: time.Now().UTC()})
 		if err != nil {
 			return nil, fmt.Errorf("record pending handlers: %w", err)

@@ -94,6 +94,15 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 		}
 		return one("connect", st, err.Error())
 	}
+	// The lock before the fingerprints, in one round trip: nothing may
+	// change the node between their check and the writes.
+	if err := r.lockFirst(ctx, s, fingerprintQuery(hp.Fingerprints(), hp.Listings)); err != nil {
+		st := report.Failed
+		if r.o.IsUnreachable(err) {
+			st = report.Unreachable
+		}
+		return one("connect", st, err.Error())
+	}
 	if msg, err := stale(ctx, h, hp); err != nil {
 		return one("verify fingerprints", report.Failed, err.Error())
 	} else if msg != "" {
