@@ -232,14 +232,25 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	// The live dump: a staged unit of its own, so every containerd task
 	// of a play, and the re-check after apply on the tree a plan proved,
 	// share one run of containerd per tree content.
-	base, err := ctrconf.Dump(ctx, h, tree, nil)
-	if err != nil {
-		return nil, fmt.Errorf("dump live config: %w", err)
+	plan := &module.Plan{}
+	var base *ctrconf.Effective
+	if u, ok := redefined(tree); ok {
+		// A table or key defined twice (the incident's fix pasted
+		// twice) is refused by every TOML decoder containerd has
+		// shipped (go-toml v1 in 1.x, v2 in 2.x), as by ours: a dump
+		// of this tree can only fail, so it is not run. Any other
+		// parse failure is measured: decoders differ at the edges.
+		base = &ctrconf.Effective{Err: fmt.Sprintf("containerd cannot load %s: it %s", u.Path, u.Why)}
+		plan.Evidence = append(plan.Evidence, module.Evidence{What: "live tree", Command: "parse " + u.Path + " as TOML (a table or key defined twice: no containerd loads it, so no dump is run)",
+			Output: base.Err, Required: true})
+	} else {
+		if base, err = ctrconf.Dump(ctx, h, tree, nil); err != nil {
+			return nil, fmt.Errorf("dump live config: %w", err)
+		}
+		plan.Evidence = append(plan.Evidence, ctrconf.DumpEvidence("live tree", tree, base))
 	}
 	major := BinMajor(tree.BinVersion)
 	prefix := DumpRuntimesPrefix(tree.BinVersion)
-	plan := &module.Plan{}
-	plan.Evidence = append(plan.Evidence, ctrconf.DumpEvidence("live tree", tree, base))
 	if c := ctrconf.RegistryConflict(base); base.OK && c != "" {
 		// config dump accepts it, the CRI plugin does not load: the node
 		// is down for Kubernetes now, and any restart this play owes
@@ -411,6 +422,18 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		plan.Effective = []module.EffectiveChange{{Key: "(whole config)", Before: "does not load: " + base.ErrLine(), After: "loads"}}
 	}
 	return plan, nil
+}
+
+// redefined returns the first file of the tree that does not parse because
+// it defines a table or a key twice (go-toml v2's words: "table X already
+// exists", "key X is already defined").
+func redefined(t *ctrconf.Tree) (ctrconf.Undecidable, bool) {
+	for _, u := range t.Undecidable() {
+		if u.Parse && (strings.Contains(u.Why, "already exists") || strings.Contains(u.Why, "is already defined")) {
+			return u, true
+		}
+	}
+	return ctrconf.Undecidable{}, false
 }
 
 // targetCandidates rebuilds the target file once per layout to try, the

@@ -58,6 +58,28 @@ func TestRepairDropinPastedTwice(t *testing.T) {
 				}
 				return p
 			}
+			// A tree with a table defined twice is not dumped: no
+			// containerd loads it. Only the repaired candidate is run.
+			a := Module{}.NewArgs().(*Args)
+			a.Path, a.Config, a.ToolkitDir, a.State, a.Containerd = Auto, main, tk, "repair", bin
+			if err := a.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			h := node.NewHost(localconn.New("local"), node.HostOptions{})
+			p, err := Module{}.Check(context.Background(), h, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ran, _ := h.StageCounts(); ran != 1 {
+				t.Errorf("repair ran %d containerd dumps, want 1 (the candidate)", ran)
+			}
+			if len(p.Evidence) != 2 || p.Evidence[0].OK || !strings.HasPrefix(p.Evidence[0].Command, "parse "+dropin) ||
+				!strings.Contains(p.Evidence[0].Output, "already exists") || !p.Evidence[1].OK {
+				t.Errorf("evidence = %+v, want the live tree's parse failure, then the loading candidate", p.Evidence)
+			}
+			if len(p.Effective) != 1 || !strings.HasPrefix(p.Effective[0].Before, "does not load: containerd cannot load "+dropin) {
+				t.Errorf("effective = %+v", p.Effective)
+			}
 			if p := check("repair"); len(p.Files) != 1 || p.Files[0].Path != dropin {
 				t.Fatalf("repair should rewrite only %s: %+v", dropin, p.Files)
 			}
