@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -31,6 +32,9 @@ type readCache struct {
 	// reads are the Cmd.Reads of the cached commands that name any, by
 	// the command's key: a write to one of those paths drops the result.
 	reads map[string][]string
+	// memos are the programs of the cached Memo commands, by the
+	// command's key: their output depends on nothing else.
+	memos map[string]string
 	// units are staged experiments by content (unitKey), whatever request
 	// they came in: the proofs a run made.
 	units map[string]*transport.CmdResult
@@ -43,19 +47,39 @@ type readCache struct {
 func (c *readCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.files, c.globs, c.cmds, c.reads, c.stages, c.units = nil, nil, nil, nil, nil, nil
+	c.files, c.globs, c.cmds, c.reads, c.memos, c.stages, c.units = nil, nil, nil, nil, nil, nil, nil
 }
 
 // forget drops what the run read of paths a command may change, and every
-// command result (a command's output may depend on them); glob matches and
-// staged validations stay (a staged experiment reads only its own files).
+// command result (a command's output may depend on them) but a Memo
+// command's whose program is not among the paths: its output depends on
+// the program alone. Glob matches and staged validations stay (a staged
+// experiment reads only its own files).
 func (c *readCache) forget(paths []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range paths {
 		delete(c.files, p)
 	}
-	c.cmds, c.reads = map[string]*transport.CmdResult{}, nil
+	kept := map[string]*transport.CmdResult{}
+	for k, prog := range c.memos {
+		r, ok := c.cmds[k]
+		if !ok || slices.ContainsFunc(paths, func(p string) bool { return mayBe(p, prog) }) {
+			delete(c.memos, k)
+			continue
+		}
+		kept[k] = r
+	}
+	c.cmds, c.reads = kept, nil
+}
+
+// mayBe says whether path p may be the program prog: prog itself, or, for
+// a name the node's PATH resolves, any file of that name.
+func mayBe(p, prog string) bool {
+	if strings.Contains(prog, "/") {
+		return path.Clean(p) == path.Clean(prog)
+	}
+	return path.Base(p) == prog
 }
 
 // ensure makes the maps a cleared cache lacks; c.mu is held.
@@ -85,8 +109,8 @@ func (c *readCache) learn(files []*transport.FileInfo) {
 // when set, else the file's previous ones, else 0644. Glob matches are
 // updated with the node shell's matching rules. Command results and staged
 // validations stay, but for a command whose Reads names a path Apply
-// changed: Apply only changes the files it names (Exec, which can change
-// anything, clears the cache).
+// changed, or a Memo command whose program it changes: Apply only changes
+// the files it names (Exec, which can change anything, clears the cache).
 func (c *readCache) wrote(ops []transport.Op) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -118,6 +142,12 @@ func (c *readCache) wrote(ops []transport.Op) {
 			if slices.ContainsFunc(rs, func(r string) bool { return changes(op, r) }) {
 				delete(c.cmds, k)
 				delete(c.reads, k)
+			}
+		}
+		for k, prog := range c.memos {
+			if mayBe(op.Path, prog) || op.From != "" && mayBe(op.From, prog) {
+				delete(c.cmds, k)
+				delete(c.memos, k)
 			}
 		}
 		prev := c.files[op.Path]
@@ -217,6 +247,12 @@ func (c *readCache) store(q transport.Query, s *transport.Snapshot) {
 					c.reads = map[string][]string{}
 				}
 				c.reads[k] = cmd.Reads
+			}
+			if cmd.Memo && len(cmd.Argv) > 0 {
+				if c.memos == nil {
+					c.memos = map[string]string{}
+				}
+				c.memos[k] = cmd.Argv[0]
 			}
 		}
 	}

@@ -233,3 +233,57 @@ func TestStageUnitsShared(t *testing.T) {
 		t.Fatalf("after an Exec, a known unit ran %q, want once", got)
 	}
 }
+
+// TestMemoSurvivesExec: an Exec that names what it touches keeps a Memo
+// command's result (it depends on its program alone) unless the program is
+// among the touched paths; plain command results go, and an Apply that
+// replaces the program drops its memo.
+func TestMemoSurvivesExec(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "tool")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho v1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := NewHost(localconn.New("memo"), HostOptions{RunID: "r1", StateDir: filepath.Join(dir, "state")})
+	memo := transport.Query{Cmds: []transport.Cmd{{Argv: []string{prog, "--version"}, Memo: true}}}
+	plain := transport.Query{Cmds: []transport.Cmd{{Argv: []string{"echo", "plain"}}}}
+	for _, q := range []transport.Query{memo, plain} {
+		if _, err := h.Query(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := filepath.Join(dir, "other")
+	if _, err := h.Exec(ctx, transport.Cmd{Argv: []string{"touch", other}, Touches: []string{other}}); err != nil {
+		t.Fatal(err)
+	}
+	trips := h.Stats().RoundTrips
+	if _, err := h.Query(ctx, memo); err != nil || h.Stats().RoundTrips != trips {
+		t.Fatalf("an Exec that did not touch the program dropped its memo (err %v)", err)
+	}
+	if _, err := h.Query(ctx, plain); err != nil || h.Stats().RoundTrips != trips+1 {
+		t.Fatalf("a plain command's result survived an Exec (err %v)", err)
+	}
+	// An Exec that touches the program drops the memo. (Each version has
+	// its own size: the node's memo knows a program by its identity.)
+	if _, err := h.Exec(ctx, transport.Cmd{Argv: []string{"sh", "-c", "printf '#!/bin/sh\\necho v22\\n' > " + prog}, Touches: []string{prog}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := h.Query(ctx, memo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(s.Cmds[0].Stdout); got != "v22\n" {
+		t.Fatalf("after the program changed, memo answered %q", got)
+	}
+	// So does an Apply that replaces it.
+	if _, err := h.Apply(ctx, []transport.Op{{Kind: transport.OpWrite, Path: prog, Content: []byte("#!/bin/sh\necho v333\n"), Mode: 0o755}}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = h.Query(ctx, memo); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(s.Cmds[0].Stdout); got != "v333\n" {
+		t.Fatalf("after an Apply replaced the program, memo answered %q", got)
+	}
+}
