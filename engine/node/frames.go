@@ -128,6 +128,13 @@ type failure struct {
 // readAnswer reads records up to Z: nCmds is how many commands the script
 // ran.
 func (f *frames) readAnswer(nCmds int) (*answer, error) {
+	return f.readAnswerSome(nCmds, nCmds)
+}
+
+// readAnswerSome is readAnswer for a script that ran the first required of
+// nCmds commands and may have skipped the rest (an Exec's Then, after a
+// command that failed); a skipped command's result is nil.
+func (f *frames) readAnswerSome(nCmds, required int) (*answer, error) {
 	a := &answer{cmds: make([]*transport.CmdResult, nCmds)}
 	var present []*transport.FileInfo
 	var order []int
@@ -185,7 +192,7 @@ func (f *frames) readAnswer(nCmds int) (*answer, error) {
 				return nil, fmt.Errorf("no stat record")
 			}
 			if a.failed == nil {
-				for i, c := range a.cmds {
+				for i, c := range a.cmds[:required] {
 					if c == nil {
 						return nil, fmt.Errorf("no result for command %d", i)
 					}

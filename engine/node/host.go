@@ -181,8 +181,23 @@ func (h *Host) queryBody(s *script, q transport.Query, direct bool) error {
 	} else {
 		s.line("_nc_qd=0")
 	}
-	if err := s.readFiles(false, q.Files); err != nil {
+	if err := h.queryReads(s, q, false, 0); err != nil {
+		return err
+	}
+	s.line(`_nc_emit "$@"`)
+	return nil
+}
+
+// queryReads appends q's file reads, glob expansions and commands to s,
+// its commands numbered from first; soft leaves out what is not a readable
+// regular file (see readFiles).
+func (h *Host) queryReads(s *script, q transport.Query, soft bool, first int) error {
+	if err := s.readFiles(soft, q.Files); err != nil {
 		return fmt.Errorf("%s: query: file %w", h.Host(), err)
+	}
+	flag := ""
+	if soft {
+		flag = " soft"
 	}
 	for i, g := range q.Globs {
 		if err := checkQueryPath(g); err != nil {
@@ -192,15 +207,17 @@ func (h *Host) queryBody(s *script, q transport.Query, direct bool) error {
 		s.line("_nc_g=" + transport.ShellQuote(g))
 		s.line(`for _nc_f in $_nc_g; do if [ -e "$_nc_f" ] || [ -L "$_nc_f" ]; then`)
 		s.line(fmt.Sprintf(`printf 'M %d %%d\n%%s' "${#_nc_f}" "$_nc_f"`, i))
-		s.line(`_nc_k=$((_nc_k + 1)); _nc_copy "$_nc_k" "$_nc_f" && set -- "$@" "$_nc_c" "$_nc_f"`)
+		s.line(`_nc_k=$((_nc_k + 1)); _nc_copy "$_nc_k" "$_nc_f"` + flag + ` && set -- "$@" "$_nc_c" "$_nc_f"`)
 		s.line("fi; done")
 	}
 	for i, c := range q.Cmds {
-		if err := s.cmd(i, c, false); err != nil {
+		if c.Then != nil {
+			return fmt.Errorf("%s: query: command %d: Then is for Exec", h.Host(), i)
+		}
+		if err := s.cmd(first+i, c, false); err != nil {
 			return fmt.Errorf("%s: query: command %d: %w", h.Host(), i, err)
 		}
 	}
-	s.line(`_nc_emit "$@"`)
 	return nil
 }
 
@@ -557,30 +574,91 @@ func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult,
 	} else {
 		h.cache.clear()
 	}
+	then := c.Then
+	c.Then = nil
 	s := &script{}
 	if err := s.cmd(0, c, true); err != nil {
 		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
 	}
+	s.line(`_nc_x=$_nc_rc`)
 	// The paths the command touched are read back in the same round
 	// trip (those the shell can read), so the re-check after apply finds
 	// them in the cache instead of asking again.
 	if err := s.readFiles(true, c.Touches); err != nil {
 		return nil, fmt.Errorf("%s: exec: touched path %w", h.Host(), err)
 	}
+	if then != nil {
+		// Only after a command that succeeded: a failed restart's health
+		// gate would only wait out its deadline.
+		s.line(`if [ "$_nc_x" = 0 ]; then`)
+		if err := h.queryReads(s, *then, true, 1); err != nil {
+			return nil, fmt.Errorf("%s: exec: then %w", h.Host(), err)
+		}
+		s.line("fi")
+	}
 	s.line(`_nc_emit "$@"`)
 	f, _, err := h.run(ctx, "exec", s)
 	if err != nil {
 		return nil, err
 	}
-	a, err := f.readAnswer(1)
+	nThen := 0
+	if then != nil {
+		nThen = len(then.Cmds)
+	}
+	a, err := f.readAnswerSome(1+nThen, 1)
 	if err != nil {
 		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
 	}
-	if a.failed != nil || len(a.matches) > 0 {
+	if a.failed != nil || then == nil && len(a.matches) > 0 {
 		return nil, fmt.Errorf("%s: exec: unexpected records", h.Host())
 	}
 	h.cache.learn(a.files)
+	if then != nil && a.cmds[0].OK() {
+		if snap, ok := thenSnapshot(*then, a); ok {
+			h.cache.store(*then, snap)
+		}
+	}
 	return a.cmds[0], nil
+}
+
+// thenSnapshot is the answer to an Exec's Then query, when the node read
+// all of it: a file or glob match the soft reads left out (not a readable
+// regular file) leaves the query to a round trip of its own, which says
+// what it is.
+func thenSnapshot(q transport.Query, a *answer) (*transport.Snapshot, bool) {
+	read := make(map[string]*transport.FileInfo, len(a.files))
+	for _, fi := range a.files {
+		read[fi.Path] = fi
+	}
+	snap := &transport.Snapshot{Files: map[string]*transport.FileInfo{}, Globs: map[string][]string{}, Cmds: a.cmds[1:]}
+	for _, c := range snap.Cmds {
+		if c == nil {
+			return nil, false
+		}
+	}
+	for _, p := range q.Files {
+		fi, ok := read[p]
+		if !ok {
+			return nil, false
+		}
+		snap.Files[p] = fi
+	}
+	for _, g := range q.Globs {
+		snap.Globs[g] = []string{}
+	}
+	for _, m := range a.matches {
+		if m.glob >= len(q.Globs) {
+			return nil, false
+		}
+		fi, ok := read[m.name]
+		if !ok {
+			return nil, false
+		}
+		g := q.Globs[m.glob]
+		snap.Globs[g] = append(snap.Globs[g], m.name)
+		snap.Files[m.name] = fi
+	}
+	return snap, true
 }
 
 // createUmask is the umask that creates a file with mode m, so a write

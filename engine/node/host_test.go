@@ -1050,3 +1050,82 @@ func TestApplyModes(t *testing.T) {
 		})
 	}
 }
+
+// TestExecThen: an Exec's Then query is answered in the Exec's round trip,
+// after the command, and fills the read cache; after a failed command it is
+// not run; a part the node cannot read leaves the query to a round trip of
+// its own.
+func TestExecThen(t *testing.T) {
+	ctx := context.Background()
+	for _, sh := range []string{"sh", "bash"} {
+		t.Run(sh, func(t *testing.T) {
+			h := newTestHost(t, sh, HostOptions{})
+			dir := t.TempDir()
+			conf := filepath.Join(dir, "a.toml")
+			ran := filepath.Join(dir, "then-ran")
+			q := transport.Query{Files: []string{conf}, Globs: []string{filepath.Join(dir, "*.toml")},
+				Cmds: []transport.Cmd{{Argv: []string{"sh", "-c", `touch "$1"; cat "$2"`, "then", ran, conf}}}}
+			res, err := h.Exec(ctx, transport.Cmd{Argv: []string{"sh", "-c", `echo made > "$1"`, "cmd", conf}, Touches: []string{}, Then: &q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.OK() {
+				t.Fatalf("command: %+v", res)
+			}
+			trips := h.Stats().RoundTrips
+			snap, err := h.Query(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Stats().RoundTrips != trips {
+				t.Error("the Then query went to the node again")
+			}
+			// Read after the command: its write is in the answer.
+			if got := string(snap.File(conf).Content); got != "made\n" {
+				t.Errorf("Then read %q, want the command's write", got)
+			}
+			if got := snap.Globs[q.Globs[0]]; len(got) != 1 || got[0] != conf {
+				t.Errorf("glob matched %v", got)
+			}
+			if c := snap.Cmds[0]; c == nil || string(c.Stdout) != "made\n" {
+				t.Errorf("Then command answered %+v", c)
+			}
+
+			// A failed command: Then does not run, and the next Query asks.
+			if err := os.Remove(ran); err != nil {
+				t.Fatal(err)
+			}
+			res, err = h.Exec(ctx, transport.Cmd{Argv: []string{"false"}, Touches: []string{}, Then: &q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.OK() {
+				t.Fatal("false succeeded")
+			}
+			if _, err := os.Stat(ran); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("Then ran after a failed command: %v", err)
+			}
+			trips = h.Stats().RoundTrips
+			if _, err := h.Query(ctx, q); err != nil || h.Stats().RoundTrips != trips+1 {
+				t.Errorf("after a failed command the Query was answered without the node (err %v)", err)
+			}
+
+			// A directory among the glob's matches is not a regular file:
+			// the soft read leaves it out, and the Query asks the node.
+			if err := os.Mkdir(filepath.Join(dir, "d.toml"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.Exec(ctx, transport.Cmd{Argv: []string{"true"}, Touches: []string{}, Then: &q}); err != nil {
+				t.Fatal(err)
+			}
+			trips = h.Stats().RoundTrips
+			snap, err = h.Query(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Stats().RoundTrips != trips+1 || len(snap.Globs[q.Globs[0]]) != 2 {
+				t.Errorf("an incomplete Then answer was cached: %d round trips, matches %v", h.Stats().RoundTrips-trips, snap.Globs[q.Globs[0]])
+			}
+		})
+	}
+}

@@ -472,6 +472,8 @@ type script struct {
 	pre   strings.Builder
 	body  strings.Builder
 	blobs []blob
+	// reading says the body has started its list of files read.
+	reading bool
 }
 
 // blob is data for the script's stdin and the line that reads it: a
@@ -516,8 +518,12 @@ func (s *script) readFiles(soft bool, paths []string) error {
 	if soft {
 		flag = " soft"
 	}
-	s.line("set --")
-	s.line("_nc_k=0")
+	if !s.reading {
+		// The first read of the script starts the list.
+		s.reading = true
+		s.line("set --")
+		s.line("_nc_k=0")
+	}
 	for _, p := range paths {
 		if err := checkQueryPath(p); err != nil {
 			return fmt.Errorf("%q: %w", p, err)

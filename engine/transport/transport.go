@@ -137,6 +137,12 @@ type Cmd struct {
 	// identity (device, inode, size, modification and change times), and
 	// answers later runs from it while the file stays the same. Argv only.
 	Memo bool `json:",omitempty"`
+	// Then, for Exec, is a Query the node answers in the same round trip,
+	// after the command (a restart's health gate reads the node as the
+	// restart left it): the answer goes to the run's read cache, so the
+	// caller's next Query of exactly it costs no round trip. A part of it
+	// the node cannot read leaves it to that Query.
+	Then *Query `json:",omitempty"`
 }
 
 // Query asks for a node's state in one round trip.

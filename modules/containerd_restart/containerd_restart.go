@@ -146,20 +146,23 @@ func list(paths []string) string {
 // round's failure (gating a daemon that did not start would only wait out
 // the deadline).
 func round(ctx context.Context, h transport.Writer, a *Args) (*health.Report, error) {
+	opts, err := a.gate()
+	if err != nil {
+		return nil, err
+	}
 	// A restart changes the daemon, not a file the run read (Touches names
 	// none): what the run read and proved of the config tree stays valid,
 	// so the gate's dump of a tree the plan proved costs no containerd run.
-	res, err := h.Exec(ctx, transport.Cmd{Argv: []string{"systemctl", "restart", a.Service}, Touches: []string{}})
+	// The gate's reads follow a restart that succeeded in its round trip
+	// (Then), so health.Gate finds them in the read cache.
+	gq := health.Query(opts)
+	res, err := h.Exec(ctx, transport.Cmd{Argv: []string{"systemctl", "restart", a.Service}, Touches: []string{}, Then: &gq})
 	if err != nil {
 		return nil, fmt.Errorf("systemctl restart %s: %w", a.Service, err)
 	}
 	if !res.OK() {
 		out := strings.TrimSpace(string(res.Stderr) + string(res.Stdout))
 		return &health.Report{UnitState: "failed", Failure: fmt.Sprintf("systemctl restart %s exited %d: %s", a.Service, res.ExitCode, out)}, nil
-	}
-	opts, err := a.gate()
-	if err != nil {
-		return nil, err
 	}
 	return health.Gate(ctx, h, opts)
 }

@@ -149,22 +149,33 @@ func hintFor(pluginErr string) string {
 	return ""
 }
 
+func gateSecs(o Options) int {
+	secs := int(math.Ceil(o.Timeout.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	return secs
+}
+
+// Query is what Gate reads. A restart passes it as its Exec's Then, so the
+// gate's reads ride on the restart's round trip.
+func Query(o Options) transport.Query {
+	// The same round trip reads the config tree (what ctrconf.Gather reads
+	// on a conf.d layout), so the runtimes gate needs no round trip of its
+	// own for it.
+	tq := ctrconf.PrefetchQuery(o.Config, o.Containerd)
+	return transport.Query{Files: tq.Files, Globs: tq.Globs, Cmds: append([]transport.Cmd{
+		{Argv: []string{"sh", "-c", pollScript, "gate", o.Service, o.Address, o.Ctr, fmt.Sprint(gateSecs(o))}},
+	}, tq.Cmds...)}
+}
+
 // Gate runs one gate round in one round trip: it polls the unit and the CRI
 // plugins on the node until they pass, fail for good or the deadline
 // passes, then reads the plugin error text and the effective config.
 func Gate(ctx context.Context, h transport.Reader, o Options) (*Report, error) {
 	start := time.Now()
-	secs := int(math.Ceil(o.Timeout.Seconds()))
-	if secs < 1 {
-		secs = 1
-	}
-	// The same round trip reads the config tree (what ctrconf.Gather reads
-	// on a conf.d layout), so the runtimes gate needs no round trip of its
-	// own for it.
-	tq := ctrconf.PrefetchQuery(o.Config, o.Containerd)
-	snap, err := h.Query(ctx, transport.Query{Files: tq.Files, Globs: tq.Globs, Cmds: append([]transport.Cmd{
-		{Argv: []string{"sh", "-c", pollScript, "gate", o.Service, o.Address, o.Ctr, fmt.Sprint(secs)}},
-	}, tq.Cmds...)})
+	secs := gateSecs(o)
+	snap, err := h.Query(ctx, Query(o))
 	if err != nil {
 		return nil, fmt.Errorf("health gates: %w", err)
 	}
