@@ -156,6 +156,7 @@ func round(ctx context.Context, h transport.Writer, a *Args) (*health.Report, er
 	// The gate's reads follow a restart that succeeded in its round trip
 	// (Then), so health.Gate finds them in the read cache.
 	gq := health.Query(opts)
+	start := time.Now()
 	res, err := h.Exec(ctx, transport.Cmd{Argv: []string{"systemctl", "restart", a.Service}, Touches: []string{}, Then: &gq})
 	if err != nil {
 		return nil, fmt.Errorf("systemctl restart %s: %w", a.Service, err)
@@ -164,7 +165,13 @@ func round(ctx context.Context, h transport.Writer, a *Args) (*health.Report, er
 		out := strings.TrimSpace(string(res.Stderr) + string(res.Stdout))
 		return &health.Report{UnitState: "failed", Failure: fmt.Sprintf("systemctl restart %s exited %d: %s", a.Service, res.ExitCode, out)}, nil
 	}
-	return health.Gate(ctx, h, opts)
+	r, err := health.Gate(ctx, h, opts)
+	if r != nil {
+		// The gate polled in the restart's round trip: its time is the
+		// restart's, from the command on.
+		r.Elapsed = time.Since(start)
+	}
+	return r, err
 }
 
 // Apply restarts and gates; on a failed gate it rolls the run back,

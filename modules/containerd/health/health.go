@@ -54,7 +54,9 @@ type Report struct {
 	// Failure says which gate failed and why; "" when all passed.
 	Failure string `json:"failure,omitempty"`
 	// Hint is advice for a known failure.
-	Hint    string        `json:"hint,omitempty"`
+	Hint string `json:"hint,omitempty"`
+	// Elapsed is the time from the restart command (containerd_restart)
+	// or the gate's start to its verdict.
 	Elapsed time.Duration `json:"elapsed"`
 }
 
