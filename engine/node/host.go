@@ -285,8 +285,9 @@ func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transpor
 	// same file on every run.
 	sort.Strings(names)
 	s := &script{}
-	s.pre.WriteString("SCRATCH=\"$T/scratch\"\nexport SCRATCH\nmkdir -m 0700 -- \"$SCRATCH\" || exit 117\n")
-	// Every directory in one mkdir. A name whose directory is another
+	s.pre.WriteString("SCRATCH=\"$T/scratch\"\nexport SCRATCH\n")
+	// Every directory in one mkdir, the scratch directory first and each
+	// directory after its parent; none may exist before. A name whose directory is another
 	// staged file (or the same name twice, once unclean) cannot be laid
 	// out: refused here, naming it, before the node is asked.
 	cleaned := make([]string, len(names))
@@ -306,14 +307,18 @@ func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transpor
 				return nil, fmt.Errorf("%s: stage: write %s: its directory %s is the staged file %q", h.Host(), name, d, other)
 			}
 		}
-		if d := path.Dir(cleaned[i]); d != "." && !seen[d] {
+		for d := path.Dir(cleaned[i]); d != "." && !seen[d]; d = path.Dir(d) {
 			seen[d] = true
-			dirs = append(dirs, `"$SCRATCH"/`+transport.ShellQuote(d))
+			dirs = append(dirs, d)
 		}
 	}
-	if len(dirs) > 0 {
-		s.pre.WriteString("mkdir -p -- " + strings.Join(dirs, " ") + " || exit 117\n")
+	// A parent sorts before its children.
+	sort.Strings(dirs)
+	words := []string{"mkdir", "-m", "0700", "--", `"$SCRATCH"`}
+	for _, d := range dirs {
+		words = append(words, `"$SCRATCH"/`+transport.ShellQuote(d))
 	}
+	s.pre.WriteString(strings.Join(words, " ") + " || exit 117\n")
 	for i, name := range names {
 		// Created with the umask that gives the mode; chmod only for
 		// modes a umask cannot give (execute and special bits).

@@ -164,7 +164,7 @@ func (l *NodeLock) Note() string {
 // lockPrelude is the shell side of Lock and release.
 const lockPrelude = `_nc_lguard() {
 	umask 077
-	mkdir -p -- "$LD" || { umask 022; return 1; }
+	[ -d "$LD" ] || mkdir -p -- "$LD" || { umask 022; return 1; }
 	umask 022
 	exec 9>> "$SD/lock.guard" || return 1
 	flock -w 30 9 || { echo "nodeconverge: flock $SD/lock.guard: busy for 30s or flock(1) missing" >&2; return 1; }

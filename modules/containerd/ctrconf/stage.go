@@ -178,9 +178,12 @@ func dumpVariantsExtra(ctx context.Context, h transport.Reader, t *Tree, bin str
 		}
 		// One unit per variant: its files and its command are all that
 		// decides the dump, so an identical variant staged earlier in the
-		// run (by another module, or while planning) answers it.
+		// run (by another module, or while planning) answers it. A dump
+		// lives for a few dozen milliseconds: without Go's collector
+		// (GOGC=off, which changes nothing it prints) it costs the node
+		// about a fifth less CPU.
 		u := transport.StageUnit{Files: map[string]transport.StagedFile{}, Cmd: transport.Cmd{Script: fmt.Sprintf(
-			`exec %s --config %s config dump`, transport.ShellQuote(bin), stagedName(0))}}
+			`GOGC=off exec %s --config %s config dump`, transport.ShellQuote(bin), stagedName(0))}}
 		for _, s := range steps {
 			if s.missing && s.path == t.Main {
 				// containerd ignores a main config that does not exist
