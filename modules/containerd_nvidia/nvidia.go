@@ -235,13 +235,13 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	plan := &module.Plan{}
 	var base *ctrconf.Effective
 	if u, ok := redefined(tree); ok {
-		// A table or key defined twice (the incident's fix pasted
+		// A table header written twice (the incident's fix pasted
 		// twice) is refused by every TOML decoder containerd has
-		// shipped (go-toml v1 in 1.x, v2 in 2.x), as by ours: a dump
-		// of this tree can only fail, so it is not run. Any other
-		// parse failure is measured: decoders differ at the edges.
-		base = &ctrconf.Effective{Err: fmt.Sprintf("containerd cannot load %s: it %s", u.Path, u.Why)}
-		plan.Evidence = append(plan.Evidence, module.Evidence{What: "live tree", Command: "parse " + u.Path + " as TOML (a table or key defined twice: no containerd loads it, so no dump is run)",
+		// shipped: a dump of this tree can only fail, so it is not
+		// run. Any other parse failure is measured: decoders differ
+		// at the edges (redefined).
+		base = &ctrconf.Effective{Err: fmt.Sprintf("containerd cannot load %s: %s", u.Path, u.Why)}
+		plan.Evidence = append(plan.Evidence, module.Evidence{What: "live tree", Command: "read the table headers of " + u.Path + " (a header written twice: no containerd loads it, so no dump is run)",
 			Output: base.Err, Required: true})
 	} else {
 		if base, err = ctrconf.Dump(ctx, h, tree, nil); err != nil {
@@ -424,12 +424,22 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	return plan, nil
 }
 
-// redefined returns the first file of the tree that does not parse because
-// it defines a table or a key twice (go-toml v2's words: "table X already
-// exists", "key X is already defined").
+// redefined returns the first file of the tree that does not parse and
+// writes one table header twice, byte for byte (nvidiatoml.RepeatedTable).
+// Our decoder's word alone is not enough: it refuses redefinitions that
+// containerd 1.x's go-toml v1 loads (`a.b = 1` then `[a]`, or [x."k"] then
+// [x.'k']), and a tree the node loads must be measured, not declared dead.
 func redefined(t *ctrconf.Tree) (ctrconf.Undecidable, bool) {
 	for _, u := range t.Undecidable() {
-		if u.Parse && (strings.Contains(u.Why, "already exists") || strings.Contains(u.Why, "is already defined")) {
+		if !u.Parse {
+			continue
+		}
+		f := t.File(u.Path)
+		if f == nil {
+			continue
+		}
+		if r, ok := nvidiatoml.RepeatedTable(f.Content); ok {
+			u.Why = fmt.Sprintf("table %s is declared twice (lines %d and %d); %s", r.Header, r.First, r.Again, u.Why)
 			return u, true
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"nodeconverge/engine/node"
 	"nodeconverge/engine/transport/localconn"
 	"nodeconverge/lab/labtest"
+	"nodeconverge/modules/containerd/ctrconf"
 )
 
 // TestRepairDropinPastedTwice (issue 10, defect 9): a table pasted twice in
@@ -73,7 +74,7 @@ func TestRepairDropinPastedTwice(t *testing.T) {
 			if ran, _ := h.StageCounts(); ran != 1 {
 				t.Errorf("repair ran %d containerd dumps, want 1 (the candidate)", ran)
 			}
-			if len(p.Evidence) != 2 || p.Evidence[0].OK || !strings.HasPrefix(p.Evidence[0].Command, "parse "+dropin) ||
+			if len(p.Evidence) != 2 || p.Evidence[0].OK || !strings.HasPrefix(p.Evidence[0].Command, "read the table headers of "+dropin) ||
 				!strings.Contains(p.Evidence[0].Output, "already exists") || !p.Evidence[1].OK {
 				t.Errorf("evidence = %+v, want the live tree's parse failure, then the loading candidate", p.Evidence)
 			}
@@ -155,4 +156,62 @@ func toolkitDir(t *testing.T, dir string) string {
 		}
 	}
 	return tk
+}
+
+// TestRedefinedOnlyWhatContainerdRefuses: a live tree is declared unloadable
+// without a dump only when the node's containerd really refuses it. Our
+// decoder refuses more than go-toml v1 does (containerd 1.x loads `a.b = 1`
+// then `[a]`, and [x."k"] then [x.'k']): each such drop-in is run through
+// the real containerd of every generation, and the shortcut must never fire
+// on one that loads.
+func TestRedefinedOnlyWhatContainerdRefuses(t *testing.T) {
+	cri := `[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]` + "\n  runtime_type = \"io.containerd.runc.v2\"\n"
+	docs := []struct {
+		name, src string
+		decided   bool // the shortcut must fire (the incident's paste)
+	}{
+		{"pasted twice", cri + cri, true},
+		{"indented repeat", "[a]\nx = 1\n  [a]\ny = 2\n", true},
+		{"dotted then table", "a.b = 1\n[a]\nc = 2\n", false},
+		{"quoted differently", "[plugins.\"x\"]\nv = 1\n[plugins.'x']\nw = 1\n", false},
+		{"table then dotted", "[a]\nb.c = 1\n[a.b]\nd = 1\n", false},
+		{"key twice", "x = 1\nx = 2\n", false},
+		{"array then table", "[[a]]\nx = 1\n[a]\ny = 1\n", false},
+		{"inline then table", "a = {x = 1}\n[a]\ny = 1\n", false},
+	}
+	for _, g := range []labtest.Generation{labtest.Containerd16, labtest.Containerd17, labtest.Containerd2} {
+		t.Run(string(g), func(t *testing.T) {
+			bin := labtest.Containerd(t, g)
+			for _, d := range docs {
+				t.Run(d.name, func(t *testing.T) {
+					dir := t.TempDir()
+					main := filepath.Join(dir, "config.toml")
+					if err := os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					for p, s := range map[string]string{
+						main: "version = 2\nimports = [\"" + dir + "/conf.d/*.toml\"]\n",
+						filepath.Join(dir, "conf.d", "50-x.toml"): d.src,
+					} {
+						if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+							t.Fatal(err)
+						}
+					}
+					h := node.NewHost(localconn.New("local"), node.HostOptions{})
+					tree, err := ctrconf.Gather(context.Background(), h, main, bin)
+					if err != nil {
+						t.Fatal(err)
+					}
+					u, decided := redefined(tree)
+					_, loadErr := runDump(bin, main)
+					if decided && loadErr == nil {
+						t.Fatalf("declared unloadable (%s), but containerd %s loads it", u.Why, g)
+					}
+					if decided != d.decided {
+						t.Errorf("decided without a dump = %v, want %v (containerd: %v)", decided, d.decided, loadErr)
+					}
+				})
+			}
+		})
+	}
 }

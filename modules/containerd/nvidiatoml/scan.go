@@ -56,7 +56,7 @@ func parse(src []byte) []stmt {
 		case src[i] == '#':
 			s.kind, s.end = kComment, eol
 		case src[i] == '[':
-			path, aot, ok := parseHeader(src, i)
+			path, aot, _, ok := parseHeader(src, i)
 			s.end = eol
 			if ok {
 				s.kind, s.path = kHeader, path
@@ -122,8 +122,9 @@ func restIsTrailer(src []byte, i int) bool {
 }
 
 // parseHeader reads `[a.b]` or `[[a.b]]` starting at the '[' at i, followed
-// only by blanks and an optional comment.
-func parseHeader(src []byte, i int) (path []string, aot, ok bool) {
+// only by blanks and an optional comment; end is the offset after its last
+// ']'.
+func parseHeader(src []byte, i int) (path []string, aot bool, end int, ok bool) {
 	i++
 	if i < len(src) && src[i] == '[' {
 		aot = true
@@ -131,19 +132,19 @@ func parseHeader(src []byte, i int) (path []string, aot, ok bool) {
 	}
 	path, i, ok = parseKeyPath(src, skipBlanks(src, i))
 	if !ok || i >= len(src) || src[i] != ']' {
-		return nil, false, false
+		return nil, false, 0, false
 	}
 	i++
 	if aot {
 		if i >= len(src) || src[i] != ']' {
-			return nil, false, false
+			return nil, false, 0, false
 		}
 		i++
 	}
 	if !restIsTrailer(src, i) {
-		return nil, false, false
+		return nil, false, 0, false
 	}
-	return path, aot, true
+	return path, aot, i, true
 }
 
 // parseKeyPath reads a dotted key (`a . "b.c" . 'd'`) starting at i and
