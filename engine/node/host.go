@@ -62,6 +62,8 @@ type Host struct {
 	opts HostOptions
 
 	cache readCache
+	// queue holds the writes ApplyLater accepted (queue.go).
+	queue writeQueue
 	// kept are runs whose backups pruning leaves alone (KeepRuns).
 	kept atomic.Pointer[[]string]
 
@@ -148,6 +150,10 @@ func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *trans
 // for `dir/.*.toml` as well to see hidden files). A path that exists but
 // cannot be read fails the Query with a *ReadError.
 func (h *Host) query(ctx context.Context, q transport.Query) (*transport.Snapshot, error) {
+	// The node is read as the queued writes leave it.
+	if err := h.Flush(ctx); err != nil {
+		return nil, err
+	}
 	snap, err := h.queryOnce(ctx, q, true)
 	if errors.Is(err, errTorn) {
 		// A file changed while it was read: read again from copies.
@@ -274,6 +280,12 @@ func checkQueryPath(p string) error {
 // command runs even when an earlier one failed; the caller judges the
 // results.
 func (h *Host) stage(ctx context.Context, r transport.StageRequest) ([]*transport.CmdResult, error) {
+	// A validation may read live files (copy's validate command, a
+	// candidate that imports the live drop-ins): they are the queued
+	// writes' result.
+	if err := h.Flush(ctx); err != nil {
+		return nil, err
+	}
 	names := make([]string, 0, len(r.Files))
 	for name := range r.Files {
 		if err := checkRelPath(name); err != nil {
@@ -412,13 +424,14 @@ func checkLivePath(p string) error {
 // even when the controller dies part way. StateDir itself (pending records,
 // the lock) is nodeconverge's bookkeeping and is never rolled back.
 func (h *Host) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpResult, error) {
-	if len(ops) == 0 {
+	carried, by := h.queue.take()
+	if len(carried) == 0 && len(ops) == 0 {
 		return nil, nil
 	}
 	// What this run read stays valid but for the paths it writes: the
-	// cache learns them from the ops when every op succeeded, and forgets
-	// everything when one failed (the node is then in a state it did not
-	// plan).
+	// cache learns them from the ops when every op succeeded (carried ops
+	// it learned when they were queued), and forgets everything when one
+	// failed (the node is then in a state it did not plan).
 	done := false
 	defer func() {
 		if done {
@@ -427,11 +440,45 @@ func (h *Host) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpRes
 			h.cache.clear()
 		}
 	}()
-	if err := h.checkOptions(); err != nil {
+	all := append(append([]transport.Op(nil), carried...), ops...)
+	s := &script{}
+	if err := h.opsBody(s, all); err != nil {
+		return nil, err
+	}
+	f, _, err := h.run(ctx, "apply", s)
+	if err != nil {
+		return nil, err
+	}
+	results, err := h.readOps(f, all, by)
+	if err != nil {
+		// The ops of this call that completed, for the caller's message.
+		if len(results) > len(carried) {
+			return results[len(carried):], err
+		}
+		return nil, err
+	}
+	hdr, err := f.header()
+	if err == nil && hdr[0] != "Z" {
+		err = fmt.Errorf("unexpected %s record", hdr[0])
+	}
+	if err == nil {
+		err = f.end()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s: apply: %w", h.Host(), err)
 	}
+	done = true
+	return results[len(carried):], nil
+}
+
+// opsBody appends ops to s: the backup pruning before the first op that
+// keeps a backup, then each op and its O record. An op that fails prints
+// its X record and ends the script (_nc_fail).
+func (h *Host) opsBody(s *script, ops []transport.Op) error {
+	if err := h.checkOptions(); err != nil {
+		return fmt.Errorf("%s: apply: %w", h.Host(), err)
+	}
 	backups := path.Join(h.opts.StateDir, "backups")
-	s := &script{}
 	s.line("BK=" + transport.ShellQuote(path.Join(backups, h.opts.RunID)))
 	s.line("SD=" + transport.ShellQuote(h.opts.StateDir))
 	for _, op := range ops {
@@ -452,7 +499,7 @@ func (h *Host) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpRes
 	}
 	for i, op := range ops {
 		if err := checkLivePath(op.Path); err != nil {
-			return nil, fmt.Errorf("%s: apply: op %d (%s %q): %w", h.Host(), i, op.Kind, op.Path, err)
+			return fmt.Errorf("%s: apply: op %d (%s %q): %w", h.Host(), i, op.Kind, op.Path, err)
 		}
 		backup := "0"
 		if op.Backup {
@@ -462,7 +509,7 @@ func (h *Host) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpRes
 		switch op.Kind {
 		case transport.OpWrite:
 			if err := checkNUL(op.Owner + op.Group); err != nil {
-				return nil, fmt.Errorf("%s: apply: op %d (write %s): owner or group: %w", h.Host(), i, op.Path, err)
+				return fmt.Errorf("%s: apply: op %d (write %s): owner or group: %w", h.Host(), i, op.Path, err)
 			}
 			content := op.Content
 			if content == nil {
@@ -473,7 +520,7 @@ func (h *Host) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpRes
 				transport.ShellQuote(createUmask(op.Mode))}
 		case transport.OpMove:
 			if err := checkLivePath(op.From); err != nil {
-				return nil, fmt.Errorf("%s: apply: op %d (move %q): from: %w", h.Host(), i, op.From, err)
+				return fmt.Errorf("%s: apply: op %d (move %q): from: %w", h.Host(), i, op.From, err)
 			}
 			words = []string{"_nc_move", transport.ShellQuote(op.Path), transport.ShellQuote(op.From), backup}
 		case transport.OpRemove:
@@ -481,18 +528,21 @@ func (h *Host) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpRes
 		case transport.OpKeep:
 			words = []string{"_nc_keep", transport.ShellQuote(op.Path)}
 		default:
-			return nil, fmt.Errorf("%s: apply: op %d: unknown kind %q", h.Host(), i, op.Kind)
+			return fmt.Errorf("%s: apply: op %d: unknown kind %q", h.Host(), i, op.Kind)
 		}
 		words = append(words, `> "$T/e" 2>&1 || _nc_fail`, fmt.Sprint(i))
 		s.line(words...)
 		s.line("_nc_ok", fmt.Sprint(i))
 	}
-	f, _, err := h.run(ctx, "apply", s)
-	if err != nil {
-		return nil, err
-	}
-	var results []transport.OpResult
-	for {
+	return nil
+}
+
+// readOps reads the O record of every op opsBody wrote, or the X record of
+// the one that failed. by names, for the first len(by) ops, the step that
+// queued each (ApplyLater), so a failure says whose change it was.
+func (h *Host) readOps(f *frames, ops []transport.Op, by []string) ([]transport.OpResult, error) {
+	results := make([]transport.OpResult, 0, len(ops))
+	for len(results) < len(ops) {
 		hdr, err := f.header()
 		if err != nil {
 			return results, fmt.Errorf("%s: apply: %w", h.Host(), err)
@@ -515,7 +565,7 @@ func (h *Host) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpRes
 				if err != nil {
 					return results, fmt.Errorf("%s: apply: %w", h.Host(), err)
 				}
-				return results, fmt.Errorf("%s: apply: prune backups in %s: %s", h.Host(), backups, strings.TrimSpace(msg))
+				return results, fmt.Errorf("%s: apply: prune backups in %s: %s", h.Host(), path.Join(h.opts.StateDir, "backups"), strings.TrimSpace(msg))
 			}
 			i, msg, err := f.readText(hdr)
 			if err != nil {
@@ -524,20 +574,16 @@ func (h *Host) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpRes
 			if i >= len(ops) {
 				return results, fmt.Errorf("%s: apply: failure of op %d of %d", h.Host(), i, len(ops))
 			}
-			return results, fmt.Errorf("%s: apply: %w", h.Host(), &OpError{Index: i, Op: ops[i], Stderr: strings.TrimSpace(msg)})
-		case "Z":
-			if err := f.end(); err != nil {
-				return results, fmt.Errorf("%s: apply: %w", h.Host(), err)
+			var oe error = &OpError{Index: i, Op: ops[i], Stderr: strings.TrimSpace(msg)}
+			if i < len(by) && by[i] != "" {
+				oe = fmt.Errorf("a change of %s, sent with this step: %w", by[i], oe)
 			}
-			if len(results) != len(ops) {
-				return results, fmt.Errorf("%s: apply: %d of %d ops reported", h.Host(), len(results), len(ops))
-			}
-			done = true
-			return results, nil
+			return results, fmt.Errorf("%s: apply: %w", h.Host(), oe)
 		default:
-			return results, fmt.Errorf("%s: apply: unexpected %s record", h.Host(), hdr[0])
+			return results, fmt.Errorf("%s: apply: %d of %d ops reported before a %s record", h.Host(), len(results), len(ops), hdr[0])
 		}
 	}
+	return results, nil
 }
 
 // KeepRuns keeps the backup directories of runs still owed a handler (their
@@ -582,7 +628,18 @@ func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult,
 	then := c.Then
 	c.Then = nil
 	s := &script{}
+	// Queued writes go first, durable before the command starts; one
+	// that fails ends the script, so the command does not run.
+	carried, by := h.queue.take()
+	if len(carried) > 0 {
+		if err := h.opsBody(s, carried); err != nil {
+			h.cache.clear()
+			return nil, err
+		}
+		s.line("_nc_sync")
+	}
 	if err := s.cmd(0, c, true); err != nil {
+		h.cache.clear()
 		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
 	}
 	s.line(`_nc_x=$_nc_rc`)
@@ -604,7 +661,14 @@ func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult,
 	s.line(`_nc_emit "$@"`)
 	f, _, err := h.run(ctx, "exec", s)
 	if err != nil {
+		if len(carried) > 0 {
+			h.cache.clear()
+		}
 		return nil, err
+	}
+	if _, err := h.readOps(f, carried, by); err != nil {
+		h.cache.clear()
+		return nil, fmt.Errorf("%s: exec: not run: %w", h.Host(), err)
 	}
 	nThen := 0
 	if then != nil {

@@ -275,6 +275,9 @@ func (h *Host) Lock(ctx context.Context, exclusive bool, owner LockOwner) (*Node
 // in the same round trip: a run's first look at a node costs one session,
 // not two. When the lock is refused, q is not read.
 func (h *Host) LockAndPrefetch(ctx context.Context, exclusive bool, owner LockOwner, q transport.Query) (*NodeLock, error) {
+	if err := h.Flush(ctx); err != nil {
+		return nil, err
+	}
 	if err := h.checkOptions(); err != nil {
 		return nil, fmt.Errorf("%s: lock: %w", h.Host(), err)
 	}
@@ -388,6 +391,10 @@ func (h *Host) prefetched(ctx context.Context, f *frames, q transport.Query) err
 // too few.
 func (l *NodeLock) Release(ctx context.Context, served ...string) error {
 	h := l.h
+	// What the run queued lands while the lock is still its own.
+	if err := h.Flush(ctx); err != nil {
+		return err
+	}
 	s := h.lockScript(l.name == "x", nil)
 	words := []string{"_nc_unlock"}
 	for _, hn := range served {

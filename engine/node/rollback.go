@@ -184,6 +184,10 @@ func (h *Host) Rollback(ctx context.Context) ([]string, error) {
 // (a pending record), so it is checked like this run's id before it names
 // a directory.
 func (h *Host) RollbackRun(ctx context.Context, runID string) ([]string, error) {
+	if runID == h.opts.RunID {
+		// Writes still queued never reached the node.
+		h.DiscardQueued()
+	}
 	h.cache.clear()
 	if err := h.checkOptions(); err != nil {
 		return nil, fmt.Errorf("%s: rollback: %w", h.Host(), err)

@@ -310,7 +310,9 @@ _nc_rec() {
 _nc_write() {
 	bk=
 	_nc_p=$1
-	if [ -L "$_nc_p" ]; then _nc_p=$(readlink -f -- "$_nc_p") || return 1; fi
+	if [ -L "$_nc_p" ]; then
+		_nc_p=$(readlink -f -- "$_nc_p") || { echo "$1: cannot resolve the symlink" >&2; return 1; }
+	fi
 	if [ -e "$_nc_p" ] && [ ! -f "$_nc_p" ]; then
 		echo "$_nc_p exists and is not a regular file" >&2
 		return 1

@@ -371,6 +371,9 @@ func (r *runner) rollback(ctx context.Context, s *hostState, tr *report.TaskResu
 		return
 	}
 	s.wrote = false
+	// Queued writes never reached the node; the rollback may run over a
+	// fresh connection (rollbackContext), and they must not follow it.
+	s.h.DiscardQueued()
 	at(ctx, s, "roll back")
 	ctx, done, err := r.rollbackContext(ctx, s)
 	if err != nil {

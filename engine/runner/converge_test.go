@@ -96,15 +96,35 @@ func TestFailureAfterWriteRollsBack(t *testing.T) {
 }
 
 // TestDidNotConvergeRollsBack: a re-check that still plans a change is a
-// failure, and the write it judged is undone.
+// failure, and the write it judged never reaches the node: it waited for
+// the host's next round trip (laterWriter), and the rollback dropped it. A
+// write that did land before its re-check failed is undone (a command
+// carried it here).
 func TestDidNotConvergeRollsBack(t *testing.T) {
 	e := newEnv(t, "h1")
 	e.write("h1", "t1", "before\n")
 	plays := e.load("- hosts: all\n  tasks:\n" + task("one", "t1", `writes: "something else"`))
 	run := e.run(plays, e.options(false))
 	tr := results(t, run)["one h1"]
-	if tr == nil || tr.Status != report.Failed || !strings.Contains(tr.Msg, "did not converge") || !strings.Contains(tr.Msg, "restored "+e.path("h1", "t1")) {
+	if tr == nil || tr.Status != report.Failed || !strings.Contains(tr.Msg, "did not converge") ||
+		!strings.Contains(tr.Msg, "rolled back this host's run: no file changes were left to undo") {
 		t.Fatalf("one h1 = %+v", tr)
+	}
+	if got, _ := e.read("h1", "t1"); got != "before\n" {
+		t.Errorf("h1.t1 = %q, want it never written", got)
+	}
+
+	// The same after a command carried the write to the node.
+	e.write("h1", "t2", "before\n")
+	plays = e.load("- hosts: all\n  tasks:\n" + copyTask("first", "t2", "new\\n") +
+		"    - name: carrier\n      command:\n        cmd: \"true\"\n" + task("one", "t1", `writes: "something else"`))
+	run = e.run(plays, e.options(false))
+	tr = results(t, run)["one h1"]
+	if tr == nil || tr.Status != report.Failed || !strings.Contains(tr.Msg, "did not converge") || !strings.Contains(tr.Msg, "restored "+e.path("h1", "t2")) {
+		t.Fatalf("one h1 = %+v", tr)
+	}
+	if got, _ := e.read("h1", "t2"); got != "before\n" {
+		t.Errorf("h1.t2 = %q, want it restored", got)
 	}
 	if got, _ := e.read("h1", "t1"); got != "before\n" {
 		t.Errorf("h1.t1 = %q, want it restored", got)
@@ -271,5 +291,38 @@ func TestSavedPlanChecksWhatItRead(t *testing.T) {
 	}
 	if got, _ := e.read("h2", "conf"); got != "new\n" {
 		t.Errorf("h2.conf = %q: the unchanged host was not applied", got)
+	}
+}
+
+// TestQueuedWriteFailsAtTheEnd: a write no later round trip carried (a play
+// without handlers or commands) is sent when the play ends on the host; one
+// that fails there fails the host under its own heading, naming the task,
+// and rolls the host back, the writes sent with it included. (One host:
+// the test's hosts share one state directory, and so one run manifest.)
+func TestQueuedWriteFailsAtTheEnd(t *testing.T) {
+	e := newEnv(t, "h1")
+	e.write("h1", "t0", "before\n")
+	// h1.t1 is a dangling symlink through a regular file: read as
+	// missing, planned as a create, refused by the node when written.
+	e.write("h1", "blocker", "x")
+	if err := os.Symlink(e.path("h1", "blocker")+"/x", e.path("h1", "t1")); err != nil {
+		t.Fatal(err)
+	}
+	plays := e.load("- hosts: all\n  tasks:\n" + task("zero", "t0") + task("one", "t1"))
+	run := e.run(plays, e.options(false))
+	res := results(t, run)
+	if tr := res["zero h1"]; tr == nil || tr.Status != report.Changed {
+		t.Errorf("zero h1 = %+v", tr)
+	}
+	tr := res["write the changes of earlier tasks h1"]
+	if tr == nil || tr.Status != report.Failed || !strings.Contains(tr.Msg, `a change of task "one"`) ||
+		!strings.Contains(tr.Msg, "cannot resolve the symlink") || !slices.Equal(tr.RolledBack, []string{e.path("h1", "t0")}) {
+		t.Fatalf("flush h1 = %+v", tr)
+	}
+	if got, _ := e.read("h1", "t0"); got != "before\n" {
+		t.Errorf("h1.t0 = %q, want it restored", got)
+	}
+	if run.ExitCode() != report.ExitFailed {
+		t.Errorf("exit code %d", run.ExitCode())
 	}
 }

@@ -695,16 +695,22 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 		// like a failed task: it is what stops a rolling restart. After an
 		// interruption none starts: they stay owed on the node.
 		if r.stopped() {
-			var cut []*hostState
+			var cut, whole []*hostState
 			for _, s := range active {
 				if s.cut {
 					cut = append(cut, s)
+				} else {
+					whole = append(whole, s)
 				}
 			}
 			r.rollbackUnfinished(ctx, p, cut, "the run was "+r.interruption()+" before this host ran every task")
+			// A host that ran every task keeps its changes, its
+			// handlers owed: what its tasks queued is written.
+			r.flushQueued(ctx, p, whole)
 			return
 		}
 		failedInBatch += r.flushHandlers(ctx, p, active, notified, become)
+		failedInBatch += r.flushQueued(ctx, p, active)
 		var still []*hostState
 		for _, s := range active {
 			if !s.out {
@@ -747,6 +753,71 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			return
 		}
 	}
+}
+
+// flushQueuedTask names the step that writes what a play's tasks queued
+// when no later round trip carried it, in the output of a failure.
+const flushQueuedTask = "write the changes of earlier tasks"
+
+// flushQueued sends what the play's tasks queued on each host (laterWriter)
+// and no round trip carried: a handler's restart normally does, and then
+// this costs nothing and says nothing. A host whose writes fail there is
+// rolled back and fails; it returns how many did. After an interruption it
+// runs with the run's grace, as a step in flight does: the writes belong to
+// tasks already reported done.
+func (r *runner) flushQueued(ctx context.Context, p *playbook.Play, hs []*hostState) (failed int) {
+	var q []*hostState
+	for _, s := range hs {
+		if s.h != nil && !s.out && s.h.Queued() > 0 {
+			q = append(q, s)
+		}
+	}
+	if len(q) == 0 {
+		return 0
+	}
+	results := make([]*report.TaskResult, len(q))
+	fanout.Each(r.o.Forks, q, func(i int, s *hostState) {
+		results[i] = r.flushHost(ctx, s, p.Name)
+	})
+	started := false
+	for _, tr := range results {
+		if tr == nil {
+			continue
+		}
+		failed++
+		r.run.Add(tr)
+		if r.o.Observer != nil {
+			if !started {
+				r.o.Observer.TaskStart(flushQueuedTask, false)
+				started = true
+			}
+			r.o.Observer.Result(tr)
+		}
+	}
+	return failed
+}
+
+// flushHost sends what is queued on one host (flushQueued); it returns the
+// failed result to report, the host rolled back and out, or nil.
+func (r *runner) flushHost(ctx context.Context, s *hostState, play string) *report.TaskResult {
+	if s.h == nil || s.h.Queued() == 0 {
+		return nil
+	}
+	start := time.Now()
+	tr := &report.TaskResult{Play: play, Task: flushQueuedTask, Host: s.host.Name, Status: report.OK}
+	tr = r.bounded(ctx, s, tr, r.o.Timeout, func(ctx context.Context) {
+		at(ctx, s, flushQueuedTask)
+		if err := s.h.Flush(ctx); err != nil {
+			r.checkErr(tr, err)
+			r.rollback(ctx, s, tr)
+		}
+	})
+	tr.Duration = time.Since(start)
+	if tr.Status == report.OK {
+		return nil
+	}
+	s.out = true
+	return tr
 }
 
 // planBatch plans every task of the play on each host of the batch, before
@@ -1234,7 +1305,7 @@ func (r *runner) lockFirst(ctx context.Context, s *hostState, q transport.Query)
 // the write and the handler is then finished by the next run instead of
 // leaving the node on the old config.
 func (r *runner) owedWriter(s *hostState, t *playbook.Task, plan *module.Plan) (transport.Writer, error) {
-	var bw transport.Writer = backupWriter{Writer: s.h, stateDir: s.h.StateDir()}
+	var bw transport.Writer = backupWriter{Writer: laterWriter{Writer: s.h, h: s.h, by: fmt.Sprintf("task %q", t.Name)}, stateDir: s.h.StateDir()}
 	if t.Handler {
 		if rec, ok := s.pending[t.Name]; ok && rec.RunID != "" && rec.RunID != r.o.RunID {
 			return &owingWriter{Writer: bw, host: s.h, owing: rec.RunID}, nil
@@ -1258,6 +1329,21 @@ func (r *runner) owedWriter(s *hostState, t *playbook.Task, plan *module.Plan) (
 		ops = append(ops, op)
 	}
 	return &prependWriter{Writer: bw, ops: ops}, nil
+}
+
+// laterWriter is the Writer a step applies through: its writes wait for
+// the host's next round trip (node.Host.ApplyLater), which a converge
+// makes anyway (sysctl -p, the restart, the lock's release), instead of
+// costing one of their own. by names the step for a failure's message.
+type laterWriter struct {
+	transport.Writer
+	h  *node.Host
+	by string
+}
+
+// Apply queues ops on the Host.
+func (w laterWriter) Apply(_ context.Context, ops []transport.Op) ([]transport.OpResult, error) {
+	return w.h.ApplyLater(w.by, ops)
 }
 
 // backupWriter keeps a backup of every live path a module changes, whether

@@ -205,12 +205,17 @@ func (restartModule) Check(_ context.Context, h transport.Reader, _ module.Args)
 	return &module.Plan{Restart: []string{"svc"}}, nil
 }
 
-func (restartModule) Apply(_ context.Context, h transport.Writer, pl *module.Plan) (*module.Result, error) {
+func (restartModule) Apply(ctx context.Context, h transport.Writer, pl *module.Plan) (*module.Result, error) {
 	p := current.Load()
 	p.mu.Lock()
 	p.restarts[h.Host()]++
 	p.log = append(p.log, "apply restart "+h.Host())
 	p.mu.Unlock()
+	// A restart is a command on the node, as containerd_restart's is:
+	// the writes the play queued land with it.
+	if _, err := h.Exec(ctx, transport.Cmd{Argv: []string{"true"}, Touches: []string{}}); err != nil {
+		return nil, err
+	}
 	return &module.Result{Changed: true}, nil
 }
 

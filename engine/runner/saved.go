@@ -149,6 +149,10 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 			break
 		}
 	}
+	// What the steps queued and no later step carried (laterWriter).
+	if tr := r.flushHost(ctx, s, "saved plan"); tr != nil {
+		out = append(out, tr)
+	}
 	return out
 }
 
