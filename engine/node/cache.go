@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -267,26 +268,38 @@ func key(v any) (string, error) {
 	return hex.EncodeToString(s[:]), nil
 }
 
-// stageKey fingerprints a StageRequest; map order does not matter.
+// stageKey fingerprints a StageRequest; map order does not matter. The
+// files go into the hash as length-prefixed bytes, not through JSON (which
+// base64-encoded every staged config file on every Stage, cache hit or
+// not: a twentieth of a drift run's CPU).
 func stageKey(r transport.StageRequest) (string, error) {
 	names := make([]string, 0, len(r.Files))
 	for n := range r.Files {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	type file struct {
-		Name    string
-		Content []byte
-		Mode    uint32
+	h := sha256.New()
+	var n [8]byte
+	put := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
 	}
-	files := make([]file, len(names))
-	for i, n := range names {
-		files[i] = file{n, r.Files[n].Content, uint32(r.Files[n].Mode)}
+	binary.BigEndian.PutUint64(n[:], uint64(len(names)))
+	h.Write(n[:])
+	for _, name := range names {
+		f := r.Files[name]
+		put([]byte(name))
+		put(f.Content)
+		binary.BigEndian.PutUint64(n[:], uint64(f.Mode))
+		h.Write(n[:])
 	}
-	return key(struct {
-		Files []file
-		Cmds  []transport.Cmd
-	}{files, r.Cmds})
+	cmds, err := json.Marshal(r.Cmds)
+	if err != nil {
+		return "", err
+	}
+	put(cmds)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Query reads files, expands globs and runs read-only commands in one round

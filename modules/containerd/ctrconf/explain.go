@@ -408,8 +408,7 @@ func lostIn(f *File, key string, final, lower map[string]string, major int) (eke
 // anyLost reports whether any value a file of t writes is out of effect in
 // the dump of the whole tree: exactly when lostKeys finds something.
 func anyLost(t *Tree, base *Effective, major int) bool {
-	final := base.flat()
-	lower := lowerKeys(final)
+	final, lower := base.flat(), base.lowerFlat()
 	for i := range t.Files {
 		f := &t.Files[i]
 		for key := range f.keys {

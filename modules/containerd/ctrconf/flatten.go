@@ -3,7 +3,6 @@ package ctrconf
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,14 +27,20 @@ func Redact(key string) bool {
 	return redact.Key(key, splitKey(key))
 }
 
-var bareKeyRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
-// quoteSegment writes a key segment as TOML does: bare when it can be.
+// quoteSegment writes a key segment as TOML does: bare when it can be
+// ([A-Za-z0-9_-]+). Every key of every dump goes through it, so it is a
+// byte loop, not a regexp (which cost a tenth of a drift run's CPU).
 func quoteSegment(s string) string {
-	if bareKeyRe.MatchString(s) {
-		return s
+	if s == "" {
+		return `""`
 	}
-	return strconv.Quote(s)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // JoinKey builds a Flatten key from raw segments.

@@ -105,3 +105,34 @@ func TestAnalyzeStagesWhatItNeeds(t *testing.T) {
 		t.Errorf("Analyze of the candidate ran containerd %d times; its whole tree was dumped already", r-before)
 	}
 }
+
+// TestDumpParsedOnce: every task that dumps the same tree on a host gets
+// the one Effective parsed from the one staged result; a tree that differs
+// is its own.
+func TestDumpParsedOnce(t *testing.T) {
+	ctx := context.Background()
+	mainPath, confd := incident(t)
+	h := &localReader{host: node.NewHost(localconn.New("local"), node.HostOptions{StateDir: filepath.Join(t.TempDir(), "state")})}
+	a, err := Dump(ctx, h, gather(t, h, mainPath), nil)
+	if err != nil || !a.OK {
+		t.Fatalf("dump: %v %+v", err, a)
+	}
+	b, err := Dump(ctx, h, gather(t, h, mainPath), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Error("the same tree's dump was parsed again")
+	}
+	c, err := Dump(ctx, h, gather(t, h, mainPath), Overrides{filepath.Join(confd, "zz-labhub-registry.toml"): nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without the registry drop-in the nvidia runtimes are back.
+	key := `plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.runtime_type`
+	_, inA := a.Get(key)
+	_, inC := c.Get(key)
+	if c == a || inA || !inC {
+		t.Errorf("another tree's dump: shared %v, nvidia in the incident %v, without the drop-in %v", c == a, inA, inC)
+	}
+}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
+	"weak"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -40,6 +42,16 @@ type Effective struct {
 
 	once sync.Once
 	raw  map[string]string
+	// lower is raw's keys in lower case (lowerKeys), made once.
+	lowerOnce sync.Once
+	lower     map[string]string
+}
+
+// lowerFlat is lowerKeys of the flattened dump, computed once: the dump is
+// shared by every task that reads it (effective).
+func (e *Effective) lowerFlat() map[string]string {
+	e.lowerOnce.Do(func() { e.lower = lowerKeys(e.flat()) })
+	return e.lower
 }
 
 // flat is the dump flattened without redaction, computed once; a failed
@@ -219,8 +231,50 @@ func dumpVariantsExtra(ctx context.Context, h transport.Reader, t *Tree, bin str
 	return out, res[:len(extra)], nil
 }
 
-// effective reads one dump's result.
+// parsed keeps each dump's Effective while its result lives: a staged
+// unit's result is one *CmdResult for the whole run on a host (node.Host
+// answers an identical unit from it), and every containerd task of a play
+// reads the same live dump, so each was parsed and flattened once per task
+// (a fifth of a drift run's controller CPU). Keyed weakly by the result, so
+// a host's dumps go when its read cache does (a retired host), whatever the
+// fleet size; and by the live paths the staged names stand for, which the
+// result alone does not decide.
+var parsed = struct {
+	mu sync.Mutex
+	m  map[parsedKey]*Effective
+}{m: map[parsedKey]*Effective{}}
+
+type parsedKey struct {
+	r     weak.Pointer[transport.CmdResult]
+	order string
+}
+
+// effective reads one dump's result, once per result and live paths. The
+// Effective it returns is shared: callers only read it.
 func effective(r *transport.CmdResult, names map[string]string, order []string) *Effective {
+	k := parsedKey{weak.Make(r), strings.Join(order, "\x00")}
+	parsed.mu.Lock()
+	e, ok := parsed.m[k]
+	parsed.mu.Unlock()
+	if ok {
+		return e
+	}
+	e = parseDump(r, names, order)
+	parsed.mu.Lock()
+	if _, ok := parsed.m[k]; !ok {
+		parsed.m[k] = e
+		runtime.AddCleanup(r, func(k parsedKey) {
+			parsed.mu.Lock()
+			delete(parsed.m, k)
+			parsed.mu.Unlock()
+		}, k)
+	}
+	parsed.mu.Unlock()
+	return e
+}
+
+// parseDump reads one dump's result.
+func parseDump(r *transport.CmdResult, names map[string]string, order []string) *Effective {
 	live := func(s string) string {
 		return stagedNameRe.ReplaceAllStringFunc(s, func(n string) string {
 			if p, ok := names[n]; ok {
