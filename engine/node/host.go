@@ -443,6 +443,7 @@ func (h *Host) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpRes
 	all := append(append([]transport.Op(nil), carried...), ops...)
 	s := &script{}
 	if err := h.opsBody(s, all); err != nil {
+		h.queue.putBack(carried, by)
 		return nil, err
 	}
 	f, _, err := h.run(ctx, "apply", s)
@@ -628,40 +629,16 @@ func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult,
 	then := c.Then
 	c.Then = nil
 	s := &script{}
-	// Queued writes go first, durable before the command starts; one
-	// that fails ends the script, so the command does not run.
 	carried, by := h.queue.take()
-	if len(carried) > 0 {
-		if err := h.opsBody(s, carried); err != nil {
-			h.cache.clear()
-			return nil, err
-		}
-		s.line("_nc_sync")
+	if err := h.execBody(s, c, then, carried); err != nil {
+		// Not sent: the queue waits for the next round trip.
+		h.queue.putBack(carried, by)
+		return nil, err
 	}
-	if err := s.cmd(0, c, true); err != nil {
-		h.cache.clear()
-		return nil, fmt.Errorf("%s: exec: %w", h.Host(), err)
-	}
-	s.line(`_nc_x=$_nc_rc`)
-	// The paths the command touched are read back in the same round
-	// trip (those the shell can read), so the re-check after apply finds
-	// them in the cache instead of asking again.
-	if err := s.readFiles(true, c.Touches); err != nil {
-		return nil, fmt.Errorf("%s: exec: touched path %w", h.Host(), err)
-	}
-	if then != nil {
-		// Only after a command that succeeded: a failed restart's health
-		// gate would only wait out its deadline.
-		s.line(`if [ "$_nc_x" = 0 ]; then`)
-		if err := h.queryReads(s, *then, true, 1); err != nil {
-			return nil, fmt.Errorf("%s: exec: then %w", h.Host(), err)
-		}
-		s.line("fi")
-	}
-	s.line(`_nc_emit "$@"`)
 	f, _, err := h.run(ctx, "exec", s)
 	if err != nil {
 		if len(carried) > 0 {
+			// The queued writes may or may not have landed.
 			h.cache.clear()
 		}
 		return nil, err
@@ -688,6 +665,39 @@ func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult,
 		}
 	}
 	return a.cmds[0], nil
+}
+
+// execBody builds Exec's script: the carried ops (synced before the
+// command starts; one that fails ends the script, so the command does not
+// run), the command, the read-back of what it touched, and then's reads.
+func (h *Host) execBody(s *script, c transport.Cmd, then *transport.Query, carried []transport.Op) error {
+	if len(carried) > 0 {
+		if err := h.opsBody(s, carried); err != nil {
+			return err
+		}
+		s.line("_nc_sync")
+	}
+	if err := s.cmd(0, c, true); err != nil {
+		return fmt.Errorf("%s: exec: %w", h.Host(), err)
+	}
+	s.line(`_nc_x=$_nc_rc`)
+	// The paths the command touched are read back in the same round
+	// trip (those the shell can read), so the re-check after apply finds
+	// them in the cache instead of asking again.
+	if err := s.readFiles(true, c.Touches); err != nil {
+		return fmt.Errorf("%s: exec: touched path %w", h.Host(), err)
+	}
+	if then != nil {
+		// Only after a command that succeeded: a failed restart's health
+		// gate would only wait out its deadline.
+		s.line(`if [ "$_nc_x" = 0 ]; then`)
+		if err := h.queryReads(s, *then, true, 1); err != nil {
+			return fmt.Errorf("%s: exec: then %w", h.Host(), err)
+		}
+		s.line("fi")
+	}
+	s.line(`_nc_emit "$@"`)
+	return nil
 }
 
 // thenSnapshot is the answer to an Exec's Then query, when the node read

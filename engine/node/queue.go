@@ -41,6 +41,38 @@ func (q *writeQueue) take() ([]transport.Op, []string) {
 	return ops, by
 }
 
+// putBack returns what take gave to a script that was never sent (it could
+// not be built), ahead of anything queued since.
+func (q *writeQueue) putBack(ops []transport.Op, by []string) {
+	if len(ops) == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.ops = append(append([]transport.Op(nil), ops...), q.ops...)
+	q.by = append(append([]string(nil), by...), q.by...)
+}
+
+// Later returns a Writer whose Apply is ApplyLater(by, ...) and whose every
+// other call is the Host's: what the runner hands a step, so its writes
+// wait for the host's next round trip.
+func (h *Host) Later(by string) transport.Writer {
+	return laterWriter{Writer: h, h: h, by: by}
+}
+
+// laterWriter is Later's Writer. It names the Host twice because embedding
+// *Host would make its field Host hide the Host() method Writer needs.
+type laterWriter struct {
+	transport.Writer
+	h  *Host
+	by string
+}
+
+// Apply queues ops on the Host.
+func (w laterWriter) Apply(_ context.Context, ops []transport.Op) ([]transport.OpResult, error) {
+	return w.h.ApplyLater(w.by, ops)
+}
+
 // ApplyLater is Apply for ops that may wait for the Host's next round trip
 // (see write-behind above): it checks them as Apply would, so a bad op is
 // refused now, in the step that made it, queues them, and teaches the read

@@ -116,6 +116,24 @@ func TestWriteBehind(t *testing.T) {
 			if _, err := h.ApplyLater(`task "six"`, []transport.Op{{Kind: transport.OpWrite, Path: "relative"}}); err == nil || h.Queued() != 0 {
 				t.Errorf("a relative path was queued (err %v)", err)
 			}
+			// A round trip that cannot be built is not sent, and its
+			// queue waits for the next one.
+			if _, err := h.ApplyLater(`task "seven"`, []transport.Op{write(b, "seven\n")}); err != nil {
+				t.Fatal(err)
+			}
+			n = trips()
+			if _, err := h.Exec(ctx, transport.Cmd{}); err == nil || trips() != n || h.Queued() != 1 {
+				t.Errorf("an Exec with no command: err %v, %d round trips, %d queued", err, trips()-n, h.Queued())
+			}
+			if _, err := h.Apply(ctx, []transport.Op{{Kind: transport.OpWrite, Path: "relative"}}); err == nil || h.Queued() != 1 {
+				t.Errorf("an Apply of a bad op: err %v, %d queued", err, h.Queued())
+			}
+			if err := h.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.ReadFile(b); string(got) != "seven\n" {
+				t.Errorf("%s after the flush = %q", b, got)
+			}
 		})
 	}
 }

@@ -97,7 +97,7 @@ func TestFailureAfterWriteRollsBack(t *testing.T) {
 
 // TestDidNotConvergeRollsBack: a re-check that still plans a change is a
 // failure, and the write it judged never reaches the node: it waited for
-// the host's next round trip (laterWriter), and the rollback dropped it. A
+// the host's next round trip (Host.Later), and the rollback dropped it. A
 // write that did land before its re-check failed is undone (a command
 // carried it here).
 func TestDidNotConvergeRollsBack(t *testing.T) {

@@ -759,7 +759,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 // when no later round trip carried it, in the output of a failure.
 const flushQueuedTask = "write the changes of earlier tasks"
 
-// flushQueued sends what the play's tasks queued on each host (laterWriter)
+// flushQueued sends what the play's tasks queued on each host (Host.Later)
 // and no round trip carried: a handler's restart normally does, and then
 // this costs nothing and says nothing. A host whose writes fail there is
 // rolled back and fails; it returns how many did. After an interruption it
@@ -768,7 +768,7 @@ const flushQueuedTask = "write the changes of earlier tasks"
 func (r *runner) flushQueued(ctx context.Context, p *playbook.Play, hs []*hostState) (failed int) {
 	var q []*hostState
 	for _, s := range hs {
-		if s.h != nil && !s.out && s.h.Queued() > 0 {
+		if hasQueued(s) {
 			q = append(q, s)
 		}
 	}
@@ -797,10 +797,14 @@ func (r *runner) flushQueued(ctx context.Context, p *playbook.Play, hs []*hostSt
 	return failed
 }
 
+// hasQueued says whether a host still in the run has writes no round trip
+// carried yet.
+func hasQueued(s *hostState) bool { return s.h != nil && !s.out && s.h.Queued() > 0 }
+
 // flushHost sends what is queued on one host (flushQueued); it returns the
 // failed result to report, the host rolled back and out, or nil.
 func (r *runner) flushHost(ctx context.Context, s *hostState, play string) *report.TaskResult {
-	if s.h == nil || s.h.Queued() == 0 {
+	if !hasQueued(s) {
 		return nil
 	}
 	start := time.Now()
@@ -1305,7 +1309,7 @@ func (r *runner) lockFirst(ctx context.Context, s *hostState, q transport.Query)
 // the write and the handler is then finished by the next run instead of
 // leaving the node on the old config.
 func (r *runner) owedWriter(s *hostState, t *playbook.Task, plan *module.Plan) (transport.Writer, error) {
-	var bw transport.Writer = backupWriter{Writer: laterWriter{Writer: s.h, h: s.h, by: fmt.Sprintf("task %q", t.Name)}, stateDir: s.h.StateDir()}
+	var bw transport.Writer = backupWriter{Writer: s.h.Later(fmt.Sprintf("task %q", t.Name)), stateDir: s.h.StateDir()}
 	if t.Handler {
 		if rec, ok := s.pending[t.Name]; ok && rec.RunID != "" && rec.RunID != r.o.RunID {
 			return &owingWriter{Writer: bw, host: s.h, owing: rec.RunID}, nil
@@ -1329,21 +1333,6 @@ func (r *runner) owedWriter(s *hostState, t *playbook.Task, plan *module.Plan) (
 		ops = append(ops, op)
 	}
 	return &prependWriter{Writer: bw, ops: ops}, nil
-}
-
-// laterWriter is the Writer a step applies through: its writes wait for
-// the host's next round trip (node.Host.ApplyLater), which a converge
-// makes anyway (sysctl -p, the restart, the lock's release), instead of
-// costing one of their own. by names the step for a failure's message.
-type laterWriter struct {
-	transport.Writer
-	h  *node.Host
-	by string
-}
-
-// Apply queues ops on the Host.
-func (w laterWriter) Apply(_ context.Context, ops []transport.Op) ([]transport.OpResult, error) {
-	return w.h.ApplyLater(w.by, ops)
 }
 
 // backupWriter keeps a backup of every live path a module changes, whether

@@ -149,7 +149,7 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 			break
 		}
 	}
-	// What the steps queued and no later step carried (laterWriter).
+	// What the steps queued and no later step carried (Host.Later).
 	if tr := r.flushHost(ctx, s, "saved plan"); tr != nil {
 		out = append(out, tr)
 	}

@@ -261,15 +261,17 @@ func effective(r *transport.CmdResult, names map[string]string, order []string) 
 	}
 	e = parseDump(r, names, order)
 	parsed.mu.Lock()
-	if _, ok := parsed.m[k]; !ok {
-		parsed.m[k] = e
-		runtime.AddCleanup(r, func(k parsedKey) {
-			parsed.mu.Lock()
-			delete(parsed.m, k)
-			parsed.mu.Unlock()
-		}, k)
+	defer parsed.mu.Unlock()
+	if first, ok := parsed.m[k]; ok {
+		// Another task parsed it meanwhile: every reader shares one.
+		return first
 	}
-	parsed.mu.Unlock()
+	parsed.m[k] = e
+	runtime.AddCleanup(r, func(k parsedKey) {
+		parsed.mu.Lock()
+		delete(parsed.m, k)
+		parsed.mu.Unlock()
+	}, k)
 	return e
 }
 
