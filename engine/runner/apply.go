@@ -84,7 +84,7 @@ func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, f
 		}
 		r.keepLate(s, t, args)
 		at(ctx, s, fmt.Sprintf("plan the play: check task %q", t.Name))
-		pl, err := m.Check(ctx, ov, args)
+		pl, err := m.Check(r.playCtx(ctx, s, t), ov, args)
 		if err != nil {
 			if t.IgnoreErrors {
 				s.planErrs[t] = err
@@ -247,7 +247,7 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 		return
 	}
 	at(ctx, s, "re-check after apply")
-	again, err := m.Check(ctx, transport.ReadOnly(h), st.args)
+	again, err := m.Check(r.playCtx(ctx, s, t), transport.ReadOnly(h), st.args)
 	if err != nil {
 		r.checkErr(tr, fmt.Errorf("re-check after apply: %w", err))
 		return

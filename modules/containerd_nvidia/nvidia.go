@@ -131,6 +131,33 @@ func (a *Args) Validate() error {
 	return nil
 }
 
+// Declares implements ctrconf.Owner: the tables of the managed runtimes
+// (and, with set_as_default, the default runtime) are this task's within
+// its play, so another task's candidate that changes them is not refused
+// for it. A repair declares nothing: it only makes files parse.
+func (a *Args) Declares(key string, major int) (string, bool) {
+	if a.State == "repair" {
+		return "", false
+	}
+	plugin := ctrconf.CRIPlugin
+	if major >= 2 {
+		plugin = ctrconf.CRIRuntimePlugin
+	}
+	segs := ctrconf.SplitKey(key)
+	if len(segs) == 4 && segs[0] == "plugins" && segs[1] == plugin && segs[2] == "containerd" && segs[3] == "default_runtime_name" && a.SetAsDefault {
+		return ctrconf.Canonical(a.Runtimes[0].Name), true
+	}
+	if len(segs) < 5 || segs[0] != "plugins" || segs[1] != plugin || segs[2] != "containerd" || segs[3] != "runtimes" {
+		return "", false
+	}
+	for _, r := range a.Runtimes {
+		if segs[4] == r.Name {
+			return "", true
+		}
+	}
+	return "", false
+}
+
 // Module implements module.Module.
 type Module struct{}
 
@@ -251,7 +278,11 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	}
 	major := BinMajor(tree.BinVersion)
 	prefix := DumpRuntimesPrefix(tree.BinVersion)
-	if c := ctrconf.RegistryConflict(base); base.OK && c != "" {
+	if c := ctrconf.RegistryConflict(base); base.OK && c != "" && ctrconf.PlayMigratesMirrors(ctx) != "" {
+		// The play's own migration moves the mirrors into hosts.toml
+		// files (a later task): the conflict is that task's to repair.
+		plan.Notes = append(plan.Notes, fmt.Sprintf("the live config keeps the CRI plugin from loading (%s); task %q of this play moves the mirrors into hosts.toml files", c, ctrconf.PlayMigratesMirrors(ctx)))
+	} else if base.OK && c != "" {
 		// config dump accepts it, the CRI plugin does not load: the node
 		// is down for Kubernetes now, and any restart this play owes
 		// would fail its gates. Nothing is written on such a host.
@@ -326,7 +357,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 				return nil, err
 			}
 		}
-		if err := a.checkEffective(tree, target, names, prefix, major, base, base, nil); err != nil {
+		if err := a.checkEffective(ctx, tree, target, names, prefix, major, base, base, nil); err != nil {
 			return nil, &module.ValidationError{Msg: err.Error(), Evidence: plan.Evidence}
 		}
 	} else {
@@ -370,7 +401,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 				err = fmt.Errorf("the candidate tree does not load with %s; the live files are unchanged:\n%s", tree.Bin, eff.Err)
 			} else {
 				d := ctrconf.Diff(base, eff)
-				if err = a.checkEffective(tree, target, names, prefix, major, base, eff, d); err == nil {
+				if err = a.checkEffective(ctx, tree, target, names, prefix, major, base, eff, d); err == nil {
 					chosen, after, diff = i, eff, d
 					break
 				}
@@ -383,9 +414,10 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		if chosen < 0 {
 			return nil, &module.ValidationError{Msg: strings.Join(errs, "\n"), Evidence: plan.Evidence}
 		}
-		if c := ctrconf.RegistryConflict(after); c != "" {
+		if c := ctrconf.RegistryConflict(after); c != "" && ctrconf.PlayMigratesMirrors(ctx) == "" {
 			// config dump accepts it; the CRI plugin would not load after
-			// the restart this write asks for. Refused before any write.
+			// the restart this write asks for. Refused before any write,
+			// unless a task of the play moves the mirrors out.
 			return nil, &module.ValidationError{Msg: fmt.Sprintf("refusing to write; the live files are unchanged: %s (this change would bring them together)", c), Evidence: plan.Evidence}
 		}
 		if target0 != nil && chosen > 0 {
@@ -691,7 +723,7 @@ func writeNeeded(a *Args, live *transport.FileInfo, cand []byte, base *ctrconf.E
 // checkEffective proves the candidate holds the requested runtimes, each
 // with BinaryName as this daemon version decodes the options, and changes
 // nothing else in the effective config.
-func (a *Args) checkEffective(tree *ctrconf.Tree, target string, names []string, prefix string, major int, base, after *ctrconf.Effective, diff []module.EffectiveChange) error {
+func (a *Args) checkEffective(ctx context.Context, tree *ctrconf.Tree, target string, names []string, prefix string, major int, base, after *ctrconf.Effective, diff []module.EffectiveChange) error {
 	rts := runtimesOf(after, major)
 	switch a.State {
 	case "present":
@@ -737,9 +769,12 @@ func (a *Args) checkEffective(tree *ctrconf.Tree, target string, names []string,
 	}
 	var other []string
 	for _, c := range diff {
-		if !intended(a, names, prefix, c.Key) {
-			other = append(other, fmt.Sprintf("%s: %q -> %q", c.Key, c.Before, c.After))
+		if intended(a, names, prefix, c.Key) || ctrconf.PlayDeclares(ctx, c.Key, c.After, major) != "" {
+			// Ours, or a value another task of the play declares,
+			// brought to what it declares.
+			continue
 		}
+		other = append(other, fmt.Sprintf("%s: %q -> %q", c.Key, c.Before, c.After))
 	}
 	if len(other) > 0 {
 		sort.Strings(other)

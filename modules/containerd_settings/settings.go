@@ -214,6 +214,18 @@ func (s Setting) owns(key string, major int) bool {
 	return len(segs) == n && slices.Equal(segs[:n-1], ownSegs[:n-1]) && strings.EqualFold(segs[n-1], ownSegs[n-1])
 }
 
+// Declares implements ctrconf.Owner: within a play, a change another task
+// makes that brings one of these keys to its declared value is this task's
+// value, not a reason for that task to refuse.
+func (a *Args) Declares(key string, major int) (string, bool) {
+	for _, s := range a.Settings {
+		if s.owns(key, major) {
+			return s.want(), true
+		}
+	}
+	return "", false
+}
+
 // bringsZero reports whether a change is a field of a runtime the setting
 // defines appearing (or going) at its zero value: a runtime that was not
 // configured at all (nvidia-ctk left only its own) is decoded into a struct
@@ -377,7 +389,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	var diff []module.EffectiveChange
 	for i, eff := range effs {
 		plan.Evidence = append(plan.Evidence, ctrconf.DumpEvidence(fmt.Sprintf("candidate tree %d", i+1), tree, eff))
-		d, err := verify(tree, pending, a.Settings, base, eff, major)
+		d, err := verify(ctx, tree, pending, a.Settings, base, eff, major)
 		if err == nil {
 			chosen, diff = i, d
 			break
@@ -576,7 +588,7 @@ func (e *edit) render(ver int) ([]byte, error) {
 
 // verify proves a candidate dump makes every declared value effective and
 // changes no other effective setting.
-func verify(t *ctrconf.Tree, pending, all []Setting, base, eff *ctrconf.Effective, major int) ([]module.EffectiveChange, error) {
+func verify(ctx context.Context, t *ctrconf.Tree, pending, all []Setting, base, eff *ctrconf.Effective, major int) ([]module.EffectiveChange, error) {
 	if !eff.OK {
 		return nil, fmt.Errorf("the candidate tree does not load with %s:\n%s", t.Bin, eff.Err)
 	}
@@ -595,9 +607,14 @@ func verify(t *ctrconf.Tree, pending, all []Setting, base, eff *ctrconf.Effectiv
 	diff := ctrconf.Diff(base, eff)
 	var other []string
 	for _, c := range diff {
-		if !slices.ContainsFunc(all, func(s Setting) bool { return s.owns(c.Key, major) || s.bringsZero(c, major) }) {
-			other = append(other, fmt.Sprintf("%s: %q -> %q", c.Key, c.Before, c.After))
+		if slices.ContainsFunc(all, func(s Setting) bool { return s.owns(c.Key, major) || s.bringsZero(c, major) }) {
+			continue
 		}
+		if ctrconf.PlayDeclares(ctx, c.Key, c.After, major) != "" {
+			// Another task of the play declares this value: its change.
+			continue
+		}
+		other = append(other, fmt.Sprintf("%s: %q -> %q", c.Key, c.Before, c.After))
 	}
 	if len(other) > 0 {
 		return nil, fmt.Errorf("the change would also alter effective settings it does not declare:\n  %s", strings.Join(other, "\n  "))
