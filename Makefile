@@ -30,8 +30,8 @@ vet:
 
 # The end-to-end tests start real sshd and containerd lab nodes; they need root.
 test: deps fmt-check vet containerd2 containerd17 nvidia-ctk
-	NODECONVERGE_CONTAINERD2=$(abspath $(CONTAINERD2)) NODECONVERGE_CONTAINERD17=$(abspath $(CONTAINERD17)) \
-	NODECONVERGE_NVIDIA_CTK=$(abspath $(NVIDIA_CTK)) \
+	NODECONVERGE_CONTAINERD2="$(CURDIR)/$(CONTAINERD2)" NODECONVERGE_CONTAINERD17="$(CURDIR)/$(CONTAINERD17)" \
+	NODECONVERGE_NVIDIA_CTK="$(CURDIR)/$(NVIDIA_CTK)" \
 		$(GO) test -race -count=1 -timeout 60m -skip '^TestCorpusMatrix$$' ./...
 
 containerd2:
@@ -52,8 +52,8 @@ nvidia-ctk:
 # the GPU Operator's drop-in} x {containerd 1.6, 1.7, 2.x}, with the shipped playbook; writes the
 # table to e2e/testdata/corpus/MATRIX.md.
 corpus: deps containerd2 containerd17
-	NODECONVERGE_CONTAINERD2=$(abspath $(CONTAINERD2)) NODECONVERGE_CONTAINERD17=$(abspath $(CONTAINERD17)) \
-	NODECONVERGE_CORPUS_TABLE=$(abspath e2e/testdata/corpus/MATRIX.md) \
+	NODECONVERGE_CONTAINERD2="$(CURDIR)/$(CONTAINERD2)" NODECONVERGE_CONTAINERD17="$(CURDIR)/$(CONTAINERD17)" \
+	NODECONVERGE_CORPUS_TABLE="$(CURDIR)/e2e/testdata/corpus/MATRIX.md" \
 		$(GO) test -count=1 -timeout 150m -v -run 'TestCorpusMatrix' ./e2e/
 
 # The fault-injection suite (issue 11): every e2e TestFault* case (hung sessions, lost and
@@ -61,7 +61,7 @@ corpus: deps containerd2 containerd17
 # secret probes) on lab nodes, containerd 1.6 and 2.x. `make test` runs these too (they are e2e
 # tests); this target runs only them, for working on one fault class.
 faults: deps containerd2
-	NODECONVERGE_CONTAINERD2=$(abspath $(CONTAINERD2)) \
+	NODECONVERGE_CONTAINERD2="$(CURDIR)/$(CONTAINERD2)" \
 		$(GO) test -race -count=1 -timeout 20m -v -run '^TestFault' ./e2e/
 
 lab-up: deps build

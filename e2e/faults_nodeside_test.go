@@ -21,29 +21,62 @@ import (
 
 // privateTmp gives the node a /tmp of its own (a tmpfs mounted in its
 // mount namespace), so a test can see everything a run leaves in the
-// node's /tmp, which the lab otherwise shares with the host. The lab
-// directory stays at its path inside the node (sshd's config and the
-// systemctl stand-in live there).
+// node's /tmp, which the lab otherwise shares with the host. What the node
+// needs from the host's /tmp stays at its path (bind-mounted into the
+// tmpfs): the lab directory (sshd's config and the systemctl stand-in live
+// there) and the node's containerd binary, which lives in the checkout's
+// bin/ and so under /tmp when the checkout does (tmpKept).
 func privateTmp(t *testing.T, l *labtest.Lab, node string) {
 	t.Helper()
 	anchor := filepath.Join(l.Node(t, node).Root, "private-tmp")
 	if err := os.MkdirAll(anchor, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	script := fmt.Sprintf("set -e; mount -t tmpfs -o size=16m,mode=1777 nc-private-tmp '%s'", anchor)
-	if filepath.Dir(l.Dir) == "/tmp" {
-		script += fmt.Sprintf("; mkdir '%[1]s/%[2]s'; mount --bind '%[3]s' '%[1]s/%[2]s'", anchor, filepath.Base(l.Dir), l.Dir)
+	script := "set -e; mount -t tmpfs -o size=16m,mode=1777 nc-private-tmp " + shellWord(anchor)
+	for _, dir := range tmpKept(t, l, node) {
+		in := shellWord(filepath.Join(anchor, strings.TrimPrefix(dir, "/tmp/")))
+		script += fmt.Sprintf("; mkdir -p %s; mount --bind %s %s", in, shellWord(dir), in)
 	}
-	script += fmt.Sprintf("; mount --move '%s' /tmp", anchor)
+	script += fmt.Sprintf("; mount --move %s /tmp", shellWord(anchor))
 	l.Exec(t, node, "sh", "-c", script)
 }
 
-// nodeTmp lists the node's /tmp but for the lab directory.
+// tmpKept are the directories under /tmp that privateTmp keeps visible on
+// the node: the lab's, and the one holding the node's containerd binary.
+func tmpKept(t *testing.T, l *labtest.Lab, node string) []string {
+	t.Helper()
+	dirs := []string{l.Dir}
+	if b, err := os.ReadFile(filepath.Join(l.Node(t, node).Root, "containerd-bin")); err == nil {
+		if bin := strings.TrimSpace(string(b)); bin != "" {
+			if real, err := filepath.EvalSymlinks(bin); err == nil {
+				bin = real
+			}
+			dirs = append(dirs, filepath.Dir(bin))
+		}
+	}
+	var out []string
+	for _, d := range dirs {
+		if strings.HasPrefix(d, "/tmp/") {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// shellWord quotes s as one word for sh.
+func shellWord(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// nodeTmp lists the node's /tmp but for what privateTmp kept there.
 func nodeTmp(t *testing.T, l *labtest.Lab, node string) []string {
 	t.Helper()
+	kept := map[string]bool{}
+	for _, d := range tmpKept(t, l, node) {
+		first, _, _ := strings.Cut(strings.TrimPrefix(d, "/tmp/"), "/")
+		kept[first] = true
+	}
 	var left []string
-	for _, n := range strings.Fields(l.Exec(t, node, "ls", "-A", "/tmp")) {
-		if n != filepath.Base(l.Dir) {
+	for _, n := range strings.Split(strings.TrimSpace(l.Exec(t, node, "ls", "-A", "/tmp")), "\n") {
+		if n != "" && !kept[n] {
 			left = append(left, n)
 		}
 	}

@@ -601,10 +601,21 @@ func TestINIPendingChildren(t *testing.T) {
 }
 
 func TestFormatErrors(t *testing.T) {
-	// A YAML file that is neither: the YAML error, with why INI failed.
+	// A YAML file with a syntax error: the YAML error, at the problem's
+	// line and column, and no word about INI.
 	_, err := load("x.yaml", []byte("all:\n  hosts:\n\tomen:\n"))
-	if err == nil || !strings.Contains(err.Error(), "not INI either: line 1") {
+	if err == nil || !strings.HasPrefix(err.Error(), "x.yaml:3:1: invalid YAML: ") || strings.Contains(err.Error(), "INI") {
 		t.Errorf("tab: %v", err)
+	}
+	_, err = load("bad.yaml", []byte("all:\n  hosts:\n    a:\n      ansible_host: 10.0.0.1\n  - b\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "bad.yaml:5:3: invalid YAML: did not find expected key") || strings.Contains(err.Error(), "INI") {
+		t.Errorf("list item under a mapping: %v", err)
+	}
+	// A file that could be INI (a host line with vars) but is neither:
+	// the YAML error, with why INI failed.
+	_, err = load("x.yaml", []byte("gpu:\n\tnode1 ansible_host=\"10.0.0.1\n"))
+	if err == nil || !strings.Contains(err.Error(), "not INI either: line") {
+		t.Errorf("INI-like: %v", err)
 	}
 	// An INI-looking file that is neither: the INI error first.
 	_, err = load("x.yaml", []byte("[gpu]\nnode1 a=\"b\n"))

@@ -164,7 +164,13 @@ func (l *loader) parseFile(path string, data []byte) error {
 	if looksINI(data) {
 		return ie
 	}
-	iniNote := fmt.Sprintf(" (not INI either: line %d: %s)", ie.Line, strings.TrimPrefix(ie.Msg, "INI: "))
+	// Why INI did not fit either is worth saying only of a file that
+	// could have been meant as INI: in a YAML inventory with a typo it
+	// is noise that points away from the typo.
+	iniNote := ""
+	if plausiblyINI(data) {
+		iniNote = fmt.Sprintf(" (not INI either: line %d: %s)", ie.Line, strings.TrimPrefix(ie.Msg, "INI: "))
+	}
 	if yerr != nil {
 		e := yerr.(*Error)
 		e.Msg += iniNote
@@ -182,6 +188,27 @@ func meaningful(data []byte) bool {
 		}
 	}
 	return false
+}
+
+// plausiblyINI reports whether a file that is neither YAML nor INI could
+// have been meant as INI: some line is an INI section header or a host line
+// with key=value vars, or no line is shaped like YAML (a `key:` mapping
+// entry or a `- ` list item).
+func plausiblyINI(data []byte) bool {
+	yamlish := false
+	for _, line := range iniLines(string(data)) {
+		t := strings.TrimSpace(line)
+		if t == "" || t[0] == '#' || t[0] == ';' || t == "---" || t == "..." {
+			continue
+		}
+		if t[0] == '[' && t[len(t)-1] == ']' || strings.Contains(t, "=") && !strings.Contains(t, ": ") && !strings.HasPrefix(t, "- ") {
+			return true
+		}
+		if strings.HasSuffix(t, ":") || strings.Contains(t, ": ") || strings.HasPrefix(t, "- ") || t == "-" {
+			yamlish = true
+		}
+	}
+	return !yamlish
 }
 
 // looksINI reports whether the first meaningful line is an INI section

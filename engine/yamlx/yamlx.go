@@ -11,11 +11,13 @@ import (
 	"strconv"
 	"strings"
 
+	goyaml "github.com/goccy/go-yaml"
+	gyparser "github.com/goccy/go-yaml/parser"
 	"gopkg.in/yaml.v3"
 )
 
-// SyntaxError is a YAML syntax error with the position recovered from
-// yaml.v3's message, which carries only a line.
+// SyntaxError is a YAML syntax error at the line and column of the
+// problem.
 type SyntaxError struct {
 	Line, Col int
 	Msg       string
@@ -29,9 +31,15 @@ func (e *SyntaxError) Error() string {
 
 var yamlLineRe = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// Parse parses one YAML document. On a syntax error it returns the line
-// yaml.v3 reported and, because a tab is the most common cause of "cannot
-// start any token", a column pointing at the first tab on that line.
+// Parse parses one YAML document. yaml.v3 decides what is valid, but its
+// message names the line where the enclosing construct started (its parser's
+// context mark, off by one), not the problem's: "- b" under a mapping on
+// line 5 is reported at line 1. So a document yaml.v3 refuses is parsed
+// again with goccy/go-yaml, only to locate it, and that parser's line and
+// column are reported when they lie at or after yaml.v3's line (the problem
+// cannot come before the construct it is in). Otherwise yaml.v3's line
+// stands, and the column points at the first tab on it, the most common
+// cause of "cannot start any token".
 func Parse(data []byte) (*yaml.Node, *SyntaxError) {
 	var doc yaml.Node
 	err := yaml.Unmarshal(data, &doc)
@@ -44,15 +52,32 @@ func Parse(data []byte) (*yaml.Node, *SyntaxError) {
 			line = l
 		}
 		msg = m[2]
-		lines := strings.Split(string(data), "\n")
-		if line >= 1 && line <= len(lines) {
-			if i := strings.IndexByte(lines[line-1], '\t'); i >= 0 {
-				col = i + 1
-				msg += " (a tab: YAML indentation must use spaces)"
-			}
+	}
+	if l, c, ok := locate(data); ok && l >= line {
+		line, col = l, c
+	} else {
+		col = 1
+	}
+	lines := strings.Split(string(data), "\n")
+	if line >= 1 && line <= len(lines) {
+		if i := strings.IndexByte(lines[line-1], '\t'); i >= 0 && (col == 1 || col == i+1) {
+			col = i + 1
+			msg += " (a tab: YAML indentation must use spaces)"
 		}
 	}
 	return nil, &SyntaxError{Line: line, Col: col, Msg: msg}
+}
+
+// locate is where goccy/go-yaml's parser finds the first syntax error in
+// data; ok is false when it finds none (it accepts some documents yaml.v3
+// refuses) or cannot say where.
+func locate(data []byte) (line, col int, ok bool) {
+	_, err := gyparser.ParseBytes(data, 0)
+	var se *goyaml.SyntaxError
+	if !errors.As(err, &se) || se.Token == nil || se.Token.Position == nil || se.Token.Position.Line < 1 {
+		return 0, 0, false
+	}
+	return se.Token.Position.Line, max(se.Token.Position.Column, 1), true
 }
 
 // Deref follows aliases so callers see the anchored node. The depth bound

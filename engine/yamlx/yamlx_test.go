@@ -96,3 +96,28 @@ func TestDecodeValueNormalizesKeys(t *testing.T) {
 		t.Errorf("DecodeValue mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// yaml.v3 names the line where the enclosing construct starts (its
+// context mark); Parse reports where the problem is.
+func TestParseProblemPosition(t *testing.T) {
+	for _, tc := range []struct {
+		doc       string
+		line, col int
+	}{
+		// A list item under a mapping: yaml.v3 says line 1.
+		{"all:\n  hosts:\n    a:\n      x: 1\n  - b\n", 5, 3},
+		// A key indented off its siblings: yaml.v3 says line 2.
+		{"all:\n  hosts:\n    a:\n      x: 1\n     y: 2\n", 5, 6},
+		{"all:\n  children:\n    gpu:\n      hosts:\n        g1:\n       bad: 1\n", 6, 8},
+		// yaml.v3's own line is right here.
+		{"all:\n  hosts:\n    a:\n      x: 1\n    b c: d: e\n", 5, 10},
+	} {
+		_, err := Parse([]byte(tc.doc))
+		if err == nil {
+			t.Fatalf("Parse accepted %q", tc.doc)
+		}
+		if err.Line != tc.line || err.Col != tc.col {
+			t.Errorf("Parse(%q) at %d:%d (%s), want %d:%d", tc.doc, err.Line, err.Col, err.Msg, tc.line, tc.col)
+		}
+	}
+}
