@@ -120,7 +120,7 @@ func TestFaultKillDuringStagedDump(t *testing.T) {
 			putFile(t, l, node, "/etc/containerd/conf.d/50-registry.toml",
 				"version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry.configs.\"harbor.lab\".auth]\n  username = \"robot\"\n  password = \""+secret+"\"\n")
 			gate := l.NodePath(node, "/usr/local/sbin/dump-gate")
-			if err := os.WriteFile(gate, []byte(strings.Replace(dumpGate, "BIN", bin, 1)), 0o755); err != nil {
+			if err := os.WriteFile(gate, []byte(strings.Replace(dumpGate, "BIN", shellWord(bin), 1)), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			fifo := l.NodePath(node, "/root/gate.fifo")

@@ -21,7 +21,7 @@ func wrapContainerdCounting(t *testing.T, l *labtest.Lab, real string) (runs fun
 		// The lab's is a symlink to the real binary: writing through it
 		// would overwrite the binary.
 		_ = os.Remove(w)
-		script := fmt.Sprintf("#!/bin/sh\n# Stand-in from e2e/runs_test.go: logs this run of containerd, then execs the real one.\nprintf '%%s %%s %%s\\n' \"$*\" \"${PWD##*/}\" \"$(cat nc-*.toml 2>/dev/null | md5sum | cut -c1-8)\" >>/root/containerd-runs.log\nexec %s \"$@\"\n", real)
+		script := fmt.Sprintf("#!/bin/sh\n# Stand-in from e2e/runs_test.go: logs this run of containerd, then execs the real one.\nprintf '%%s %%s %%s\\n' \"$*\" \"${PWD##*/}\" \"$(cat nc-*.toml 2>/dev/null | md5sum | cut -c1-8)\" >>/root/containerd-runs.log\nexec %s \"$@\"\n", shellWord(real))
 		if err := os.WriteFile(w, []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
