@@ -11,7 +11,7 @@ CONTAINERD2 := bin/containerd2
 CONTAINERD17 := bin/containerd17
 NVIDIA_CTK := bin/nvidia-ctk
 
-.PHONY: deps build test vet fmt-check lab-up lab-down demo containerd2 containerd17 nvidia-ctk corpus faults bench clean
+.PHONY: deps build test vet fmt-check shellcheck lab-up lab-down demo containerd2 containerd17 nvidia-ctk corpus faults bench clean
 
 # Installs (apt) what the demo, the tests and the bench need; does nothing when
 # all of it is present. Every entry point below calls it first.
@@ -28,8 +28,14 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
+# Every shell script in the repository, the node-side scripts the engine
+# embeds (engine/node/sh) among them. Their shellcheck directives say why
+# each warning left is intended.
+shellcheck:
+	shellcheck $$(git ls-files '*.sh' 2>/dev/null || find . -name '*.sh' -not -path './lab/containerd2/*' -not -path './lab/containerd17/*')
+
 # The end-to-end tests start real sshd and containerd lab nodes; they need root.
-test: deps fmt-check vet containerd2 containerd17 nvidia-ctk
+test: deps fmt-check vet shellcheck containerd2 containerd17 nvidia-ctk
 	NODECONVERGE_CONTAINERD2="$(CURDIR)/$(CONTAINERD2)" NODECONVERGE_CONTAINERD17="$(CURDIR)/$(CONTAINERD17)" \
 	NODECONVERGE_NVIDIA_CTK="$(CURDIR)/$(NVIDIA_CTK)" \
 		$(GO) test -race -count=1 -timeout 60m -skip '^TestCorpusMatrix$$' ./...

@@ -272,7 +272,6 @@ if [[ -n $SCALE ]]; then
 	fi
 else
 	# (a) converge from the incident's state; the lab is reset before every run.
-	tools=(nodeconverge ansible)
 	for ((r = 1; r <= RUNS; r++)); do
 		# Alternate who goes first, so neither always meets a machine the other just loaded.
 		if ((r % 2)); then order=(nodeconverge ansible floor); else order=(ansible nodeconverge floor); fi

@@ -47,6 +47,7 @@ build() { # build OUT PKG
 	# packages in parallel): one builds, the others wait and find it up to date.
 	exec 9>"$out.lock"
 	flock 9
+	# shellcheck disable=SC3013 # -nt: every sh the lab runs on (dash, bash, busybox) has it
 	if [ -e "$out" ] && [ "$out" -nt "$here/go.mod" ]; then
 		echo "$0: $out is up to date" >&2
 		exec 9>&-

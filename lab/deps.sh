@@ -10,6 +10,7 @@
 #   sudo                           become tests (sshconn TestBecome)
 #   ansible-core                   `ansible-inventory` (inventory parity tests), `ansible-playbook` (bench peer)
 #   gcc libc6-dev                  cgo, which `go test -race` and the nvidia-ctk build (lab/nvidia-ctk) need
+#   ShellCheck (shellcheck)        `make test` lints every shell script (engine/node/sh: the node-side scripts)
 #   git make ca-certificates       the build itself
 set -euo pipefail
 
@@ -31,6 +32,7 @@ want=(
 	ansible-core:/usr/bin/ansible-inventory
 	gcc:/usr/bin/gcc
 	libc6-dev:/usr/include/stdio.h
+	shellcheck:/usr/bin/shellcheck
 	git:/usr/bin/git
 	make:/usr/bin/make
 	ca-certificates:/etc/ssl/certs/ca-certificates.crt

@@ -486,8 +486,8 @@ wait_dead() {
 # kill_namespaces NSFILE: TERM every process in the listed namespaces, KILL what outlives the
 # deadline, and repeat while new processes show up (sshd children forked during shutdown).
 kill_namespaces() {
-	local nsfile=$1 round pids
-	for round in 1 2 3 4 5; do
+	local nsfile=$1 pids
+	for _ in 1 2 3 4 5; do
 		pids=$(pids_in_namespaces "$nsfile")
 		[[ -n $pids ]] || return 0
 		# shellcheck disable=SC2086

@@ -40,6 +40,7 @@ mkdir -p "$(dirname "$out")"
 # others wait and find it up to date.
 exec 9>"$out.lock"
 flock 9
+# shellcheck disable=SC3013 # -nt: every sh the lab runs on (dash, bash, busybox) has it
 if [ -e "$out" ] && [ "$out" -nt "$here/go.mod" ]; then
 	echo "$0: $out is up to date" >&2
 	exit 0
