@@ -131,7 +131,7 @@ applies exactly that plan and refuses any host whose files changed since.`,
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "show notes, validation evidence and command output")
 	f.StringArrayVarP(&o.ExtraVars, "extra-vars", "e", nil, "key=value (or @file.yaml); beats every other variable")
 	f.StringVar(&o.Out, "out", "", "with --check: save the plan to FILE (mode 0600; it holds file contents)")
-	f.StringArrayVar(&o.Reports, "report", nil, "write a report: json=FILE (versioned JSON), jsonl=FILE (the same, streamed one line per host) or prom=FILE (Prometheus textfile); repeatable")
+	f.StringArrayVar(&o.Reports, "report", nil, "write a report: json=FILE (versioned JSON), jsonl=FILE (the same, streamed one line per host), html=FILE (the same as one self-contained page) or prom=FILE (Prometheus textfile); with --diff, json, jsonl and html carry the diffs; repeatable")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "print only failures, run errors and the recap; no progress line")
 	f.StringVar(&o.StateDir, "state-dir", "", "state directory on the nodes (default /var/lib/nodeconverge)")
 	f.StringSliceVarP(&o.Tags, "tags", "t", nil, "only run tasks tagged with these (Ansible's rules: always, never, tagged, untagged, all)")

@@ -97,7 +97,9 @@ type ApplyOptions struct {
 	// signal, ends it at once. See runner.Options.
 	InterruptGrace time.Duration
 	Abort          <-chan struct{}
-	// Reports are "json=FILE" or "prom=FILE"; written whatever the outcome.
+	// Reports are "json=FILE", "jsonl=FILE", "html=FILE" or "prom=FILE";
+	// written whatever the outcome. With Diff, the json, jsonl and html
+	// reports carry each result's diff too.
 	Reports []string
 	// Out, with Check, saves the plan for a later `apply FILE`.
 	Out string
@@ -199,10 +201,11 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	if err != nil {
 		return report.ExitFailed, fmt.Errorf("--extra-vars: %w", err)
 	}
-	reps, err := parseReports(o.Reports)
+	reps, err := parseReports(o.Reports, report.View{Diff: o.Diff})
 	if err != nil {
 		return report.ExitFailed, err
 	}
+	reps.groups = hostGroups(inv)
 	maskSecretVars(inv, extra)
 	out := o.Stdout
 	if out == nil {
@@ -370,25 +373,49 @@ func observer(o ApplyOptions, out io.Writer) report.Observer {
 // run ends (json, prom) and streams written host by host as hosts are done
 // (jsonl).
 type reports struct {
+	view    report.View
 	whole   map[string]func(io.Writer, *report.Run) error
 	jsonl   []string
 	streams []*report.JSONLines
-	// keep says a report needs every result when the run ends (json).
+	// keep says a report needs every result when the run ends (json,
+	// html).
 	keep bool
+	// groups are the inventory groups of every host, for the whole
+	// reports.
+	groups map[string][]string
+}
+
+// hostGroups maps each host of the inventory to its groups, "all" left out
+// (every host is in it).
+func hostGroups(inv *inventory.Inventory) map[string][]string {
+	out := make(map[string][]string, len(inv.Hosts))
+	for name, h := range inv.Hosts {
+		var gs []string
+		for _, g := range h.Groups {
+			if g != "all" {
+				gs = append(gs, g)
+			}
+		}
+		out[name] = gs
+	}
+	return out
 }
 
 // parseReports parses --report values before the run, so a typo does not
 // cost a whole fleet run.
-func parseReports(specs []string) (*reports, error) {
-	rs := &reports{whole: map[string]func(io.Writer, *report.Run) error{}}
+func parseReports(specs []string, view report.View) (*reports, error) {
+	rs := &reports{view: view, whole: map[string]func(io.Writer, *report.Run) error{}}
 	for _, s := range specs {
 		kind, path, ok := strings.Cut(s, "=")
 		if !ok || path == "" {
-			return nil, fmt.Errorf("--report %q: want json=FILE, jsonl=FILE or prom=FILE", s)
+			return nil, fmt.Errorf("--report %q: want json=FILE, jsonl=FILE, html=FILE or prom=FILE", s)
 		}
 		switch kind {
 		case "json":
-			rs.whole[path] = report.WriteJSON
+			rs.whole[path] = view.WriteJSON
+			rs.keep = true
+		case "html":
+			rs.whole[path] = view.WriteHTML
 			rs.keep = true
 		case "jsonl":
 			rs.jsonl = append(rs.jsonl, path)
@@ -396,7 +423,7 @@ func parseReports(specs []string) (*reports, error) {
 			prev := report.PreviousSuccess(path)
 			rs.whole[path] = func(w io.Writer, r *report.Run) error { return report.WritePromSince(w, r, prev) }
 		default:
-			return nil, fmt.Errorf("--report %q: unknown format %q (json, jsonl, prom)", s, kind)
+			return nil, fmt.Errorf("--report %q: unknown format %q (json, jsonl, html, prom)", s, kind)
 		}
 	}
 	return rs, nil
@@ -407,7 +434,7 @@ func parseReports(specs []string) (*reports, error) {
 // report (json) or a saved plan (keep) needs them at the end.
 func (rs *reports) start(o *runner.Options, keep bool) error {
 	for _, path := range rs.jsonl {
-		j, err := report.CreateJSONLines(path)
+		j, err := rs.view.CreateJSONLines(path)
 		if err != nil {
 			return rs.abandon(err)
 		}
@@ -436,6 +463,15 @@ func (rs *reports) abandon(err error) error {
 // run's exit code.
 func (rs *reports) finish(run *report.Run, out io.Writer) (int, error) {
 	code := run.ExitCode()
+	if rs.groups != nil {
+		groups := map[string][]string{}
+		for _, h := range run.SortedHosts() {
+			if gs := rs.groups[h]; len(gs) > 0 {
+				groups[h] = gs
+			}
+		}
+		run.SetGroups(groups)
+	}
 	fail := func(err error) {
 		// A report that cannot be written is a failure of the run: a
 		// nightly job must not mistake silence for "in sync".

@@ -31,29 +31,57 @@ type jsonRun struct {
 // carries its status only (TaskResult.Shown); messages and outputs are
 // redacted as the human output is, and the values of secret-named
 // variables are masked in every string.
-func WriteJSON(w io.Writer, r *Run) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(jsonRun{Schema: SchemaVersion, ExitCode: r.ExitCode(), Run: r.shown()}); err != nil {
-		return fmt.Errorf("encode report: %w", err)
+func WriteJSON(w io.Writer, r *Run) error { return View{}.WriteJSON(w, r) }
+
+// View says what a report shows beyond what every report shows. The JSON,
+// JSON Lines and HTML reports of one run with one View carry the same data.
+type View struct {
+	// Diff adds each result's diff (TaskResult.Diff): the run was made
+	// with --diff, and its reports show what the human output showed.
+	Diff bool
+}
+
+// WriteJSON writes the run as the versioned JSON report (see the package
+// function WriteJSON), with what v adds.
+func (v View) WriteJSON(w io.Writer, r *Run) error {
+	b, err := v.encode(r, "  ")
+	if err != nil {
+		return err
 	}
-	if _, err := w.Write(redact.JSON(b.Bytes())); err != nil {
+	if _, err := w.Write(b); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
 }
 
+// encode is the JSON report's bytes, redacted: what WriteJSON writes and
+// what the HTML report embeds.
+func (v View) encode(r *Run, indent string) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(jsonRun{Schema: SchemaVersion, ExitCode: r.ExitCode(), Run: r.shown(v)}); err != nil {
+		return nil, fmt.Errorf("encode report: %w", err)
+	}
+	return redact.JSON(b.Bytes()), nil
+}
+
 // shown is the run as the JSON report shows it: a copy (the saved plan is
 // made from the run itself) with every result as Shown and free text
 // redacted.
-func (r *Run) shown() *Run {
+func (r *Run) shown(v View) *Run {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := &Run{ID: r.ID, Check: r.Check, Started: r.Started, Finished: r.Finished, Recap: r.Recap, Hosts: r.Hosts,
-		NotAttempted: map[string]string{}}
+		NotAttempted: map[string]string{}, Groups: r.Groups, Interrupted: map[string]string{}}
 	for _, tr := range r.Results {
-		c.Results = append(c.Results, shownResult(tr))
+		c.Results = append(c.Results, v.shownResult(tr))
+	}
+	for h, st := range r.Interrupted {
+		c.Interrupted[h] = redact.Text(st)
+	}
+	if len(c.Interrupted) == 0 {
+		c.Interrupted = nil
 	}
 	c.Errors, c.Lost, c.Notes = redactAll(r.Errors), redactAll(r.Lost), redactAll(r.Notes)
 	for h, why := range r.NotAttempted {
@@ -75,13 +103,17 @@ func redactAll(in []string) []string {
 }
 
 // shownResult is tr as the JSON report shows it: Shown, with its message,
-// output, notes and validation output redacted as text.
-func shownResult(tr *TaskResult) *TaskResult {
+// output, notes and validation output redacted as text, and with v.Diff
+// its diff as the human output's --diff prints it.
+func (v View) shownResult(tr *TaskResult) *TaskResult {
 	if tr.NoLog {
 		return tr.Shown()
 	}
 	c := *tr
 	c.Msg = redact.Text(tr.Msg)
+	if v.Diff && tr.Plan != nil && tr.Status != Skipped {
+		c.Diff = PlanDiff(tr.Host, tr.Plan)
+	}
 	if tr.Plan != nil {
 		p := *tr.Plan
 		p.Skip = redact.Text(p.Skip)

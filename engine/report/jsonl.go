@@ -21,6 +21,7 @@ import (
 // ends, as every report is: a reader never sees half a report, and an
 // older report is never lost to a run that could not finish it.
 type JSONLines struct {
+	view    View
 	path    string
 	f       *os.File
 	started bool
@@ -29,12 +30,16 @@ type JSONLines struct {
 }
 
 // CreateJSONLines opens the temporary file the report streams into.
-func CreateJSONLines(path string) (*JSONLines, error) {
+func CreateJSONLines(path string) (*JSONLines, error) { return View{}.CreateJSONLines(path) }
+
+// CreateJSONLines opens the temporary file of a report that shows what v
+// adds.
+func (v View) CreateJSONLines(path string) (*JSONLines, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), ".nodeconverge-report-*")
 	if err != nil {
 		return nil, fmt.Errorf("report %s: %w", path, err)
 	}
-	return &JSONLines{path: path, f: f}, nil
+	return &JSONLines{view: v, path: path, f: f}, nil
 }
 
 type jsonlRun struct {
@@ -91,7 +96,7 @@ func (j *JSONLines) Host(r *Run, hr *HostReport) {
 	shown := *hr
 	shown.Results = make([]*TaskResult, len(hr.Results))
 	for i, tr := range hr.Results {
-		shown.Results[i] = shownResult(tr)
+		shown.Results[i] = j.view.shownResult(tr)
 	}
 	shown.NotAttempted, shown.Interrupted = redact.Text(hr.NotAttempted), redact.Text(hr.Interrupted)
 	j.line(jsonlHost{Type: "host", HostReport: &shown})

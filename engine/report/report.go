@@ -56,6 +56,15 @@ type TaskResult struct {
 	// NoLog says the task has `no_log: true`: every view shows only its
 	// status (Shown), never its arguments, plan, diff, output or message.
 	NoLog bool `json:"no_log,omitempty"`
+	// Refused says the host's plan failed before anything of the play was
+	// written there: the failure is a refusal, and the node is as the play
+	// found it (an earlier play's writes are undone, see RolledBack).
+	Refused bool `json:"refused,omitempty"`
+	// Diff is what --diff prints for the task (unified file diffs and the
+	// effective-config lines, redacted), carried by the reports of a run
+	// made with --diff (View.Diff). It is filled only in the copy a report
+	// shows, never by the runner: the run itself holds the contents.
+	Diff string `json:"diff,omitempty"`
 	// Args and Notify are what a saved plan needs to apply and re-check
 	// the task later; they are not part of the report.
 	Args   module.Args `json:"-"`
@@ -129,6 +138,9 @@ type Run struct {
 	// Notes are facts about the run worth reading that are not failures
 	// (a stale node lock taken over from a run that died).
 	Notes []string `json:"notes,omitempty"`
+	// Groups maps each host of the run to the inventory groups it is in
+	// ("all" left out), so a report can be read group by group.
+	Groups map[string][]string `json:"groups,omitempty"`
 	// Reads are, per host of a check-mode run, the fingerprints of what
 	// the plan was made from, for a saved plan to verify; not part of the
 	// JSON report.
@@ -244,6 +256,13 @@ func (r *Run) Interrupt(host, state string) {
 		r.Interrupted = map[string]string{}
 	}
 	r.Interrupted[host] = state
+}
+
+// SetGroups records the inventory groups of the run's hosts.
+func (r *Run) SetGroups(groups map[string][]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Groups = groups
 }
 
 // Unreachable says whether host had an unreachable result.

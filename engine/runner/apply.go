@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -205,6 +206,13 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 	}
 	if err != nil {
 		r.checkErr(tr, fmt.Errorf("apply: %w", err))
+		// A module that rolled the host back itself (a restart whose
+		// health gates failed) says what it restored: the report's
+		// rolled_back is every path restored, not only the runner's.
+		var rb interface{ RolledBackPaths() []string }
+		if errors.As(err, &rb) {
+			tr.RolledBack = append(tr.RolledBack, rb.RolledBackPaths()...)
+		}
 		if ow, ok := w.(*owingWriter); ok && ow.rolled {
 			tr.Msg += fmt.Sprintf("\nthe rollback covered run %s, which owed this handler: ", ow.owing)
 			if len(ow.restored) == 0 {
@@ -382,7 +390,7 @@ func (r *runner) rollback(ctx context.Context, s *hostState, tr *report.TaskResu
 	}
 	defer done()
 	paths, err := s.h.Rollback(ctx)
-	tr.RolledBack = paths
+	tr.RolledBack = append(tr.RolledBack, paths...)
 	var b strings.Builder
 	switch {
 	case err != nil:

@@ -845,6 +845,10 @@ func (r *runner) planBatch(ctx context.Context, p *playbook.Play, active []*host
 				default:
 					r.planFailed(tr, f, "nothing was written on this host:")
 				}
+				// Planned before the play's first write on the host: a
+				// refusal, whatever an earlier play wrote (its rollback
+				// says so).
+				tr.Refused = f.task != nil && tr.Status == report.Failed
 				// An earlier play of this run may have written.
 				r.rollback(ctx, s, tr)
 			}

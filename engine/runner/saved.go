@@ -106,7 +106,9 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 	if msg, err := stale(ctx, h, hp); err != nil {
 		return one("verify fingerprints", report.Failed, err.Error())
 	} else if msg != "" {
-		return one("verify fingerprints", report.Failed, "refusing this host, nothing was changed: "+msg)
+		res := one("verify fingerprints", report.Failed, "refusing this host, nothing was changed: "+msg)
+		res[0].Refused = true
+		return res
 	}
 	// The whole host plan is decoded before its first step is applied: a
 	// step that cannot be re-checked refuses the host with nothing written.
@@ -117,6 +119,7 @@ func (r *runner) applyHost(ctx context.Context, hp *savedplan.HostPlan) []*repor
 			res := one(hp.Steps[i].Task, report.Failed, "refusing this host, nothing was changed: "+err.Error())
 			// The arguments' error may quote them.
 			res[0].NoLog = hp.Steps[i].NoLog
+			res[0].Refused = true
 			return res
 		}
 		steps[i] = st

@@ -135,6 +135,10 @@ func (e *GateError) Error() string {
 	return b.String()
 }
 
+// RolledBackPaths are the paths the gate's rollback restored, for the
+// report's rolled_back.
+func (e *GateError) RolledBackPaths() []string { return e.RolledBack }
+
 func list(paths []string) string {
 	if len(paths) == 0 {
 		return "no files (no change was left to undo)"
