@@ -11,6 +11,7 @@
 #   ansible-core                   `ansible-inventory` (inventory parity tests), `ansible-playbook` (bench peer)
 #   gcc libc6-dev                  cgo, which `go test -race` and the nvidia-ctk build (lab/nvidia-ctk) need
 #   ShellCheck (shellcheck)        `make test` lints every shell script (engine/node/sh: the node-side scripts)
+#   chromium fonts-dejavu-core     headless Chromium (lab/browser) for the HTML report's browser test and its bench
 #   git make ca-certificates       the build itself
 set -euo pipefail
 
@@ -36,6 +37,8 @@ want=(
 	git:/usr/bin/git
 	make:/usr/bin/make
 	ca-certificates:/etc/ssl/certs/ca-certificates.crt
+	chromium:/usr/bin/chromium
+	fonts-dejavu-core:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
 )
 missing=()
 for pf in "${want[@]}"; do

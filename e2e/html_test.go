@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
+
+	"nodeconverge/lab/browser"
+	"nodeconverge/lab/labtest"
+)
+
+// badDropin is a change the node's containerd takes but its CRI plugin
+// cannot run with: on containerd 1.x the drop-in replaces the whole CRI
+// table (the incident's mechanism), and its default runtime does not exist.
+// The copy writes it unvalidated, so only the restart's health gate finds
+// out, and the host's run is rolled back.
+const badDropin = `
+    - name: a default runtime that does not exist (omen only)
+      when: inventory_hostname == 'omen'
+      copy:
+        dest: /etc/containerd/conf.d/zz-bad.toml
+        content: |
+          version = 2
+          [plugins."io.containerd.grpc.v1.cri".containerd]
+            default_runtime_name = "nvidia-missing"
+      notify: restart containerd
+`
+
+// TestHTMLReportInBrowser: a real run's HTML report, opened in headless
+// Chromium, shows each host with its status (nuc1 unreachable, nuc2
+// drifted and converged, omen failed and rolled back, omen2 not attempted
+// after the play stopped), a click on the failed host shows its diff and
+// its message, the status, group and host filters work, and the registry
+// password in the nodes' config is nowhere in the page or its DOM while
+// its redacted diff is shown.
+func TestHTMLReportInBrowser(t *testing.T) {
+	const secret = "L4b-Harb0r-pw-51c2"
+	l := labtest.Start(t, labtest.Options{Nodes: 4, Scenario: "incident"})
+	auth := "\n[plugins.\"io.containerd.grpc.v1.cri\".registry.configs.\"harbor.lab\".auth]\n  username = \"robot\"\n  password = \"" + secret + "\"\n"
+	for _, n := range l.Nodes {
+		p := l.NodePath(n.Name, "/etc/containerd/config.toml")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strings.Replace(string(b), "SystemdCgroup = true\n", "SystemdCgroup = true\n"+auth, 1)
+		if s == string(b) {
+			t.Fatalf("%s: no anchor for the registry auth", n.Name)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shipped, err := os.ReadFile(shippedPlaybook())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pbText := strings.Replace(string(shipped), "\n  handlers:\n", badDropin+"\n  handlers:\n", 1)
+	if pbText == string(shipped) {
+		t.Fatal("shipped playbook has no handlers section to put the bad task before")
+	}
+	pb := writePlaybook(t, pbText)
+	dir := t.TempDir()
+	rack := filepath.Join(dir, "rack2.yaml")
+	if err := os.WriteFile(rack, []byte("all:\n  children:\n    rack2:\n      hosts:\n        omen:\n        omen2:\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.StopSSHD(t, "nuc1")
+	page, js := filepath.Join(dir, "run.html"), filepath.Join(dir, "run.json")
+	r := nc(t, append([]string{"apply", "--diff", "-i", rack, "--report", "html=" + page, "--report", "json=" + js}, labArgs(l, pb)...)...)
+	wantCode(t, r, 1)
+	if !strings.Contains(r.stdout, "unreachable: [nuc1]") || !strings.Contains(r.stdout, "failed: [omen]") || !strings.Contains(r.stdout, "not attempted") {
+		t.Fatalf("want nuc1 unreachable, omen failed and omen2 not attempted:\n%s", r)
+	}
+	raw, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), secret) {
+		t.Fatalf("the HTML report holds the registry password")
+	}
+	jsRaw, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jrep struct {
+		Results []struct {
+			Host, Status string
+			RolledBack   []string `json:"rolled_back"`
+		}
+	}
+	if err := json.Unmarshal(jsRaw, &jrep); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := browser.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	const limit = 30 * time.Second
+	if err := b.Do(limit, chromedp.Navigate("file://"+page), chromedp.WaitReady(chromedp.CSS("body[data-ready]"))); err != nil {
+		t.Fatalf("open the report: %v", err)
+	}
+	rows := func() map[string]string {
+		t.Helper()
+		got, err := browser.Eval[map[string]string](b, limit, `Object.fromEntries([...document.querySelectorAll("#grid tbody tr")].map(tr => [tr.dataset.host, tr.dataset.status]))`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want := map[string]string{"nuc1": "unreachable", "nuc2": "changed", "omen": "failed", "omen2": "notattempted"}
+	if d := cmp.Diff(want, rows()); d != "" {
+		t.Fatalf("hosts and their statuses in the grid (-want +got):\n%s", d)
+	}
+	counts, err := browser.Eval[map[string]string](b, limit, `Object.fromEntries([...document.querySelectorAll("#counts button")].map(e => [e.dataset.status || "all", e.querySelector(".n").textContent]))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[string]string{"all": "4", "unreachable": "1", "changed": "1", "failed": "1", "notattempted": "1"}, counts); d != "" {
+		t.Errorf("counts at the top (-want +got):\n%s", d)
+	}
+
+	// A click on the failed host opens its panel: its diffs and its message.
+	if err := b.Do(limit, chromedp.Click(chromedp.CSS(`#grid tbody tr[data-host="omen"] td.host button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#panel[data-host="omen"]`))); err != nil {
+		t.Fatalf("click omen: %v", err)
+	}
+	type panelView struct {
+		Status, Text string
+		Diffs        []string
+		Msgs         []string
+		RolledBack   string
+	}
+	pv, err := browser.Eval[panelView](b, limit, `(() => { const p = document.getElementById("panel"); return {
+		status: p.dataset.status, text: p.innerText,
+		diffs: [...p.querySelectorAll("pre.diff")].map(e => e.innerText),
+		msgs: [...p.querySelectorAll("pre.msg.bad")].map(e => e.innerText),
+		rolledBack: [...p.querySelectorAll(".rb")].map(e => e.innerText).join("\n") }; })()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Status != "failed" {
+		t.Errorf("omen's panel says %q, want failed", pv.Status)
+	}
+	joined := strings.Join(pv.Diffs, "\n")
+	if !strings.Contains(joined, "+++ omen:/etc/containerd/conf.d/zz-bad.toml") || !strings.Contains(joined, `+  default_runtime_name = "nvidia-missing"`) {
+		t.Errorf("omen's panel does not show the diff of its bad drop-in:\n%s", joined)
+	}
+	if !strings.Contains(joined, "<redacted>") {
+		t.Errorf("omen's diffs show no redacted registry password; the auth block should be in a diff's context:\n%s", joined)
+	}
+	msgs := strings.Join(pv.Msgs, "\n")
+	if !strings.Contains(msgs, "nvidia-missing") || !strings.Contains(msgs, "rolled back") {
+		t.Errorf("omen's panel lacks the failure's message (the gate's finding and the rollback):\n%s", msgs)
+	}
+	if !strings.Contains(pv.RolledBack, "/etc/containerd/conf.d/zz-bad.toml") {
+		t.Errorf("omen's panel does not say what the rollback restored:\n%s", pv.RolledBack)
+	}
+	var jsonRolledBack []string
+	for _, res := range jrep.Results {
+		if res.Host == "omen" && res.Status == "failed" {
+			jsonRolledBack = res.RolledBack
+		}
+	}
+	for _, p := range jsonRolledBack {
+		if !strings.Contains(pv.RolledBack, p) {
+			t.Errorf("the JSON report's rolled_back path %s is not in the panel:\n%s", p, pv.RolledBack)
+		}
+	}
+	if !strings.Contains(pv.Text, "nodeconverge apply --check --diff") {
+		t.Errorf("omen's panel says nothing about what to do:\n%s", pv.Text)
+	}
+	if os.Getenv("NODECONVERGE_HTML_SCREENSHOT") != "" {
+		png, err := b.Screenshot(limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(os.Getenv("NODECONVERGE_HTML_SCREENSHOT"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The filters, as a person uses them: the status list, the group
+	// list, the host field; and the count buttons.
+	// A choice in a list is what the browser does for a person's pick:
+	// the value set, then the change event.
+	choose := func(id, value string) {
+		t.Helper()
+		ok, err := browser.Eval[bool](b, limit, fmt.Sprintf(`(() => { const s = document.getElementById(%q);
+			if (![...s.options].some(o => o.value === %q)) return false;
+			s.value = %q; return s.dispatchEvent(new Event("change")); })()`, id, value, value))
+		if err != nil || !ok {
+			t.Fatalf("choose %q in #%s: offered %v, %v", value, id, ok, err)
+		}
+	}
+	keys := func(m map[string]string) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		sort.Strings(out)
+		return out
+	}
+	choose("f-status", "failed")
+	if got := keys(rows()); !cmp.Equal(got, []string{"omen"}) {
+		t.Errorf("status filter failed: rows %v, want [omen]", got)
+	}
+	choose("f-status", "")
+	choose("f-group", "rack2")
+	if got := keys(rows()); !cmp.Equal(got, []string{"omen", "omen2"}) {
+		t.Errorf("group filter rack2: rows %v, want [omen omen2]", got)
+	}
+	choose("f-group", "")
+	if err := b.Do(limit, chromedp.SendKeys(chromedp.CSS("#f-host"), "nuc")); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(rows()); !cmp.Equal(got, []string{"nuc1", "nuc2"}) {
+		t.Errorf("host filter nuc: rows %v, want [nuc1 nuc2]", got)
+	}
+	if _, err := browser.Eval[bool](b, limit, `(() => { const e = document.getElementById("f-host"); e.value = ""; return e.dispatchEvent(new Event("input")); })()`); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Do(limit, chromedp.Click(chromedp.CSS(`#counts button[data-status="unreachable"]`))); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(rows()); !cmp.Equal(got, []string{"nuc1"}) {
+		t.Errorf("count button unreachable: rows %v, want [nuc1]", got)
+	}
+
+	// The secret is in no part of the live page either (the DOM the
+	// script built, the data it read).
+	dom, err := browser.Eval[string](b, limit, `document.documentElement.outerHTML + document.getElementById("nc-report").textContent + location.href`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(dom, secret) {
+		t.Error("the rendered page holds the registry password")
+	}
+}
