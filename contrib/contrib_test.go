@@ -9,10 +9,12 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -205,5 +207,81 @@ func TestPullUnit(t *testing.T) {
 	}
 	if !bytes.Contains(timer, []byte("RandomizedDelaySec=")) {
 		t.Error("the pull timer must randomize its start: a fleet must not restart containerd together")
+	}
+}
+
+// unitLine returns the value of a unit's first KEY= line, continuation
+// lines joined.
+func unitLine(t *testing.T, path, key string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.ReplaceAll(string(b), "\\\n", " "), "\n") {
+		if v, ok := strings.CutPrefix(line, key+"="); ok {
+			return v
+		}
+	}
+	t.Fatalf("%s has no %s", path, key)
+	return ""
+}
+
+// TestDriftUnitPublishesHTML: the nightly check writes the HTML page with
+// the JSON report and the textfile, with the diffs in it, into the unit's
+// own state directory, and its ExecStopPost, run here by sh as systemd
+// would after unescaping, keeps a dated copy of the page.
+func TestDriftUnitPublishesHTML(t *testing.T) {
+	unit := "nodeconverge-drift.service"
+	words := unitExec(t, unit)
+	var html, prom string
+	diff := false
+	for i, w := range words {
+		switch {
+		case w == "--diff":
+			diff = true
+		case w == "--report" && i+1 < len(words):
+			kind, path, _ := strings.Cut(words[i+1], "=")
+			switch kind {
+			case "html":
+				html = path
+			case "prom":
+				prom = path
+			}
+		}
+	}
+	if html == "" || prom == "" || !diff {
+		t.Fatalf("ExecStart %v: want --diff, --report html= and --report prom=", words)
+	}
+	if state := unitLine(t, unit, "StateDirectory"); !strings.Contains(" "+state+" ", " nodeconverge/report ") || filepath.Dir(html) != "/var/lib/nodeconverge/report" {
+		t.Fatalf("the page %s must be in the unit's StateDirectory nodeconverge/report (have %q): nothing else is writable", html, state)
+	}
+	post := unitLine(t, unit, "ExecStopPost")
+	script, ok := strings.CutPrefix(post, "/bin/sh -c '")
+	if !ok || !strings.HasSuffix(script, "'") {
+		t.Fatalf("ExecStopPost %q: want /bin/sh -c '...'", post)
+	}
+	// systemd unescapes $$ and %% before it runs the command.
+	script = strings.NewReplacer("$$", "$", "%%", "%").Replace(strings.TrimSuffix(script, "'"))
+	dir := t.TempDir()
+	script = strings.ReplaceAll(script, filepath.Dir(html), dir)
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(html)), []byte("<!doctype html>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(dir, "run-2000-01-01.html")
+	if err := os.WriteFile(old, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(old, time.Now().AddDate(0, 0, -20), time.Now().AddDate(0, 0, -20)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("/bin/sh", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("ExecStopPost: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run-"+time.Now().UTC().Format("2006-01-02")+".html")); err != nil {
+		t.Errorf("no dated copy of the page: %v", err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("a page older than two weeks was kept: %v", err)
 	}
 }
