@@ -16,6 +16,10 @@
 #   FORKS         nodeconverge -f (default N side by side, 50 in SCALE mode); Ansible always N
 #   BENCH_WORK=BENCH_DIR-work     every run's output, runs.tsv, traces (kept after the lab is gone)
 #   PROFILE=1     SCALE mode: one more drift run under `perf record`, summaries in BENCH_WORK
+#   HTML=1        side by side: afterwards, the HTML report of a 2,000-host check (bench/html.sh:
+#                 size per host, render and filter time in headless Chromium) into HTML_OUT
+#                 (default bench/results-html.md); HTML=0 skips it; HTML=only runs just that step
+#                 (on an N-node lab, as in the side-by-side)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -244,6 +248,16 @@ count_procs() {
 # ---------------------------------------------------------------------------------------------------
 # the workloads
 
+HTML=${HTML:-1}
+HTML_OUT=${HTML_OUT:-$here/results-html.md}
+if [[ $HTML == only && -z $SCALE ]]; then
+	cp "$MEASURE" "$W/measure"
+	echo "# nodeconverge: the HTML report at fleet size ($(date -u +%F), nodeconverge $NC_REV)" >"$HTML_OUT"
+	"$here/html.sh" "$DIR" "$W" "$NC" "$HTML_OUT"
+	cat "$HTML_OUT"
+	exit 0
+fi
+
 if [[ -n $SCALE ]]; then
 	"$here/reset.sh" "$DIR" converged --no-restart
 	((SMALL < N)) || SMALL=$N
@@ -333,3 +347,10 @@ versions="$(go version 2>/dev/null | cut -d' ' -f3) · $ans · containerd $(cont
 /usr/bin/python3 "$here/table.py" "$TSV" "$procs_tsv" "$N" "$RUNS" "$SERIAL" "${SCALE:+scale}" "$machine" "$versions" "$(date -u +%F)" "$FORKS" "$SMALL" >"$OUT"
 cat "$OUT"
 log "wrote $OUT (raw runs: $TSV; the lab is removed on exit)"
+if [[ -z $SCALE && $HTML != 0 ]]; then
+	cp "$MEASURE" "$W/measure"
+	echo "# nodeconverge: the HTML report at fleet size ($(date -u +%F), nodeconverge $NC_REV)" >"$HTML_OUT"
+	"$here/html.sh" "$DIR" "$W" "$NC" "$HTML_OUT"
+	cat "$HTML_OUT"
+	log "wrote $HTML_OUT"
+fi
