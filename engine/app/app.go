@@ -218,6 +218,9 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 		HostOptions: node.HostOptions{StateDir: o.StateDir},
 		Observer:    observer(o, out),
 	}
+	if o.Verbose {
+		ropts.Verbosity = 1
+	}
 	if len(o.Playbooks) == 1 && savedplan.IsPlanFile(o.Playbooks[0]) {
 		if o.Check || o.Out != "" {
 			return report.ExitFailed, fmt.Errorf("%s is a saved plan: it is applied as it is (no --check, no --out)", o.Playbooks[0])

@@ -136,6 +136,25 @@ type Plan struct {
 	// the run that made it (--out refuses one).
 	Items      []*Plan `json:"-"`
 	ItemValues []any   `json:"-"`
+	// Vars are Ansible's return values that the module knows when it
+	// plans (stat's `stat`, service's `state`, lineinfile's `msg`): what
+	// `register:` keeps besides changed/failed/skipped. They are on the
+	// plan, not only on the Result, because check mode never applies, a
+	// step whose plan is empty is never applied, and the up-front plan
+	// decides a later `when: st.stat.exists` from them.
+	Vars map[string]any `json:"vars,omitempty"`
+	// Facts are variables the task sets on its host for the rest of the
+	// run (set_fact): the runner adds them to the host's variables when
+	// the task succeeds, above play and task vars, as Ansible does.
+	Facts map[string]any `json:"facts,omitempty"`
+	// Msg is what the task says to the operator (debug's message,
+	// assert's verdict); views show it as the task's message.
+	Msg string `json:"msg,omitempty"`
+	// Always are commands Apply runs although they change nothing a
+	// re-check could see (`systemctl daemon-reload`): they do not make
+	// the task changed, as Ansible reports daemon_reload ok. Check mode
+	// never runs them.
+	Always []string `json:"always,omitempty"`
 }
 
 // Changed reports whether applying the plan would change anything.
@@ -160,6 +179,9 @@ type Result struct {
 	// plan changed nothing); ItemValues the items. For `register:`.
 	Items      []*Result `json:"-"`
 	ItemValues []any     `json:"-"`
+	// Vars are return values known only after apply; they win over the
+	// plan's Vars in what `register:` keeps.
+	Vars map[string]any `json:"-"`
 }
 
 // Hash is the fingerprint used in plans: hex SHA-256, "" for nil.
@@ -205,6 +227,26 @@ type ImperativePlanner interface {
 // never become shell syntax.
 type ShellTemplated interface {
 	ShellTemplatedArgs() []string
+}
+
+// ExprArgs is implemented by a module some of whose top-level arguments
+// are bare Jinja2 expressions, as `when:` is (assert's `that`, debug's
+// `var`): the loader parses them at load, so a syntax error names its
+// file:line:col, and counts the variables they read as the task's, so a
+// task whose expression reads a registered result is decided when the
+// host reaches it. The module evaluates them in Check with the host's
+// variables (given through its Args' SetVars).
+type ExprArgs interface {
+	ExprArgs() []string
+}
+
+// FactSetter is implemented by a module whose top-level argument names,
+// but the reserved ones, are the names of the variables it sets on the
+// host (set_fact): the loader records them on the task, so a later task
+// that reads one is decided when the host reaches it, after the fact is
+// set. A templated name is refused at load: it cannot be known before.
+type FactSetter interface {
+	FactArgs() (reserved []string)
 }
 
 var (

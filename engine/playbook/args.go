@@ -57,6 +57,8 @@ func (l *loader) args(t *Task, modKey, val *yaml.Node) (*yaml.Node, error) {
 	l.checkTemplates(t, args, 0, false)
 	l.checkKeys(t, yamlx.Deref(args), reflect.TypeOf(m.NewArgs()), "", 0)
 	a := yamlx.Deref(args)
+	l.exprArgs(t, m, a)
+	l.factArgs(t, m, a)
 	templated := false
 	for i := 0; i+1 < len(a.Content); i += 2 {
 		if hasTemplate(a.Content[i+1], 0) {
@@ -77,6 +79,78 @@ func (l *loader) args(t *Task, modKey, val *yaml.Node) (*yaml.Node, error) {
 		}
 	}
 	return args, nil
+}
+
+// exprArgs parses the arguments that are bare expressions (assert's
+// that, debug's var; module.ExprArgs) as when: is parsed, so a syntax
+// error is reported at load, and counts the variables they read as the
+// task's: one that reads a registered result is decided when the host
+// reaches it.
+func (l *loader) exprArgs(t *Task, m module.Module, a *yaml.Node) {
+	ea, ok := m.(module.ExprArgs)
+	if !ok || a == nil || a.Kind != yaml.MappingNode {
+		return
+	}
+	keys := map[string]bool{}
+	for _, k := range ea.ExprArgs() {
+		keys[k] = true
+	}
+	for i := 0; i+1 < len(a.Content); i += 2 {
+		k := yamlx.Deref(a.Content[i])
+		if k == nil || !keys[k.Value] {
+			continue
+		}
+		v := yamlx.Deref(a.Content[i+1])
+		items := []*yaml.Node{v}
+		if v != nil && v.Kind == yaml.SequenceNode {
+			items = v.Content
+		}
+		for _, it := range items {
+			s := yamlx.Deref(it)
+			if s == nil || s.Kind != yaml.ScalarNode || yamlx.IsNull(s) {
+				l.add(nodeErr(l.file, it, "%s: %s: %s: each item must be an expression, got %s", taskLabel(t), t.Module, k.Value, yamlx.KindName(s)))
+				continue
+			}
+			if _, isBool := yaml11Bool(s); isBool || s.ShortTag() == "!!int" || s.ShortTag() == "!!float" {
+				continue
+			}
+			e, err := jinja.ParseExpr(s.Value)
+			if err != nil {
+				l.add(nodeErr(l.file, it, "%s: %s: %s: %v", taskLabel(t), t.Module, k.Value, err))
+				continue
+			}
+			t.argNames = append(t.argNames, e.Names()...)
+		}
+	}
+}
+
+// factArgs records the names of the variables a task sets on its host
+// (module.FactSetter: set_fact's argument names), so the runner decides a
+// later task that reads one when the host reaches it.
+func (l *loader) factArgs(t *Task, m module.Module, a *yaml.Node) {
+	fs, ok := m.(module.FactSetter)
+	if !ok || a == nil || a.Kind != yaml.MappingNode {
+		return
+	}
+	reserved := map[string]bool{}
+	for _, k := range fs.FactArgs() {
+		reserved[k] = true
+	}
+	for i := 0; i+1 < len(a.Content); i += 2 {
+		k := yamlx.Deref(a.Content[i])
+		if k == nil || k.Kind != yaml.ScalarNode || reserved[k.Value] {
+			continue
+		}
+		if jinja.Has(k.Value) {
+			l.add(nodeErr(l.file, k, "%s: %s: the variable name %q is a template: nodeconverge decides which tasks read a fact before the run, so write the name out", taskLabel(t), t.Module, k.Value))
+			continue
+		}
+		if !varNameRe.MatchString(k.Value) {
+			l.add(nodeErr(l.file, k, "%s: %s: the variable name %q is not valid: variables must start with a letter or underscore character, and contain only letters, numbers and underscores", taskLabel(t), t.Module, k.Value))
+			continue
+		}
+		t.Sets = append(t.Sets, k.Value)
+	}
 }
 
 func (l *loader) validateStatic(t *Task, m module.Module, args *yaml.Node) error {

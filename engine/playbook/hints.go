@@ -16,9 +16,6 @@ const services = "not supported as a module: restart a service from a handler wi
 // moduleHints maps Ansible module names (short, without a collection) that
 // nodeconverge does not have to what to use instead.
 var moduleHints = map[string]string{
-	"lineinfile":       wholeFile,
-	"blockinfile":      wholeFile,
-	"replace":          wholeFile,
 	"ini_file":         wholeFile,
 	"xml":              wholeFile,
 	"apt":              packages,

@@ -72,6 +72,9 @@ type Task struct {
 	Become *bool
 	// Vars are the task's own vars, above the play's.
 	Vars map[string]any
+	// Sets are the variables the task sets on its host besides its
+	// register (set_fact's names), known at load.
+	Sets []string
 	// Loop is the task's loop: (or with_items:), nil without one: a
 	// list, or a template that gives one; the task runs its module once
 	// per item, with the item as `item`.

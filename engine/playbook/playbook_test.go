@@ -521,7 +521,7 @@ func TestEveryProblemAtOnce(t *testing.T) {
 	}
 	want := []string{
 		path + `:4:3: play keyword "roles" is not supported: put the role's tasks (and handlers) in the play`,
-		path + `:8:7: module "lineinfile" is not supported: nodeconverge owns whole files; use copy (content or src) or template with the whole file`,
+		path + `:8:7: module "ini_file" is not supported: nodeconverge owns whole files; use copy (content or src) or template with the whole file`,
 		path + `:12:7: module "ansible.builtin.apt" is not supported: nodeconverge does not manage packages`,
 		path + `:18:7: task keyword "delegate_to" is not supported: every task runs on the host it converges`,
 		path + `:19:7: task keyword "block" is not supported: list the tasks in the play`,

@@ -76,8 +76,11 @@ func (t *Task) Render(vars map[string]any) (module.Args, error) {
 		return nil, err
 	}
 	out := &LoopArgs{Items: []any{}, Module: t.Module}
+	// set_fact in a loop: each item sees the facts the earlier items
+	// set (`x: "{{ x + [item] }}"` accumulates), as in Ansible.
+	var facts map[string]any
 	for _, it := range items {
-		iv := MergeVars(vars, map[string]any{"item": it})
+		iv := MergeVars(vars, facts, map[string]any{"item": it})
 		if t.WhenPerItem() {
 			// Ansible decides a loop's when: per item.
 			ok, _, err := Holds(t.When, iv)
@@ -92,6 +95,9 @@ func (t *Task) Render(vars map[string]any) (module.Args, error) {
 		a, err := t.render(iv)
 		if err != nil {
 			return nil, err
+		}
+		if f, ok := a.(interface{ Facts() map[string]any }); ok {
+			facts = MergeVars(facts, f.Facts())
 		}
 		out.Args = append(out.Args, a)
 	}

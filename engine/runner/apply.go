@@ -100,15 +100,29 @@ func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, f
 		if pl.Skip == "" && pl.Changed() {
 			ov.Record(pl.Files)
 		}
+		if pl.Skip == "" {
+			// set_fact: later tasks are planned with the facts set.
+			for k, v := range pl.Facts {
+				predicted[k] = v
+			}
+		}
 		if t.Register != "" {
 			if isImperative(m) && pl.Changed() {
 				delete(predicted, t.Register)
 			} else {
-				predicted[t.Register] = map[string]any{"changed": pl.Changed(), "failed": false, "skipped": pl.Skip != ""}
+				predicted[t.Register] = predict(pl)
 			}
 		}
 	}
 	return nil
+}
+
+// firstNonEmpty is a if it says something, else b.
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // taskIndex is t's position in p's tasks, or -1.
@@ -164,8 +178,9 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 	case plan.Skip != "":
 		tr.Status, tr.Msg = report.Skipped, plan.Skip
 		return
-	case !plan.Changed():
+	case !plan.Changed() && len(plan.Always) == 0:
 		tr.Status = report.OK
+		tr.Msg = firstNonEmpty(tr.Msg, plan.Msg)
 		if t.Handler {
 			// An owed handler with nothing to do has still been served.
 			if err := r.clearPending(ctx, s, t.Name); err != nil {
@@ -225,6 +240,11 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 	}
 	tr.Result = res
 	tr.Status = report.Changed
+	tr.Msg = firstNonEmpty(tr.Msg, plan.Msg)
+	if !plan.Changed() {
+		// Only Always commands ran (daemon-reload): not a change.
+		tr.Status = report.OK
+	}
 	if t.Handler {
 		// A handler that ran clears what was owed; a failed one leaves
 		// the record for the next run.

@@ -37,6 +37,9 @@ func registeredNames(p *playbook.Play) map[string]bool {
 		if t.Register != "" {
 			out[t.Register] = true
 		}
+		for _, n := range t.Sets {
+			out[n] = true
+		}
 	}
 	return out
 }
@@ -70,7 +73,8 @@ func falseCondition(c *playbook.Cond) string {
 // hostvars, the host's own, the play's, the task's, what earlier tasks
 // registered, and -e above all.
 func taskVars(h *inventory.Host, p *playbook.Play, t *playbook.Task, registered map[string]any, o Options) map[string]any {
-	base := map[string]any{"inventory_hostname": h.Name, "inventory_hostname_short": strings.SplitN(h.Name, ".", 2)[0], "group_names": h.Groups}
+	base := map[string]any{"inventory_hostname": h.Name, "inventory_hostname_short": strings.SplitN(h.Name, ".", 2)[0], "group_names": h.Groups,
+		"ansible_check_mode": o.Check, "ansible_verbosity": o.Verbosity}
 	var tv map[string]any
 	if t != nil {
 		tv = t.Vars
@@ -169,11 +173,25 @@ func readsSkipped(t *playbook.Task, registered map[string]any) bool {
 // resultVar is a task's result as `register:` keeps it, in Ansible's
 // shape.
 func resultVar(tr *report.TaskResult) map[string]any {
-	out := map[string]any{
-		"changed": tr.Status == report.Changed,
-		"failed":  tr.Status == report.Failed || tr.Status == report.Unreachable,
-		"skipped": tr.Status == report.Skipped,
+	out := map[string]any{}
+	// The module's own return values (stat's stat, service's state)
+	// first: the keys every result has win over them.
+	if tr.Plan != nil && tr.Plan.ItemValues == nil {
+		for k, v := range tr.Plan.Vars {
+			out[k] = v
+		}
+		if len(tr.Plan.Facts) > 0 {
+			out["ansible_facts"] = tr.Plan.Facts
+		}
 	}
+	if tr.Result != nil && tr.Result.ItemValues == nil {
+		for k, v := range tr.Result.Vars {
+			out[k] = v
+		}
+	}
+	out["changed"] = tr.Status == report.Changed
+	out["failed"] = tr.Status == report.Failed || tr.Status == report.Unreachable
+	out["skipped"] = tr.Status == report.Skipped
 	if tr.Msg != "" {
 		out["msg"] = tr.Msg
 	}
@@ -187,7 +205,14 @@ func resultVar(tr *report.TaskResult) map[string]any {
 			results := make([]any, 0, len(lp.ItemValues))
 			for i, it := range lp.ItemValues {
 				ch := i < len(lp.Items) && lp.Items[i].Changed() && tr.Status == report.Changed
-				results = append(results, map[string]any{"item": it, "changed": ch, "failed": false, "skipped": i < len(lp.Items) && lp.Items[i].Skip != ""})
+				one := map[string]any{}
+				if i < len(lp.Items) {
+					for k, v := range lp.Items[i].Vars {
+						one[k] = v
+					}
+				}
+				one["item"], one["changed"], one["failed"], one["skipped"] = it, ch, false, i < len(lp.Items) && lp.Items[i].Skip != ""
+				results = append(results, one)
 			}
 			out["results"] = results
 		}
@@ -196,9 +221,18 @@ func resultVar(tr *report.TaskResult) map[string]any {
 		// A loop: Ansible's results, one per item.
 		results := make([]any, 0, len(res.ItemValues))
 		for i, it := range res.ItemValues {
-			one := map[string]any{"item": it, "changed": false, "failed": false, "skipped": false}
+			one := map[string]any{}
+			if tr.Plan != nil && i < len(tr.Plan.Items) {
+				for k, v := range tr.Plan.Items[i].Vars {
+					one[k] = v
+				}
+			}
+			one["item"], one["changed"], one["failed"], one["skipped"] = it, false, false, false
 			if i < len(res.Items) && res.Items[i] != nil {
 				r := res.Items[i]
+				for k, v := range r.Vars {
+					one[k] = v
+				}
 				one["changed"] = r.Changed
 				if r.RC != nil {
 					one["rc"], one["stdout"], one["stderr"] = *r.RC, r.Stdout, r.Stderr
@@ -291,6 +325,16 @@ func condSrcs(cs []*playbook.Cond) string {
 }
 
 func (r *runner) register(s *hostState, t *playbook.Task, tr *report.TaskResult) {
+	if f := factsOf(tr); len(f) > 0 {
+		// set_fact: the host's variables from here on, in the same
+		// layer as registered results (last write wins, as in Ansible).
+		if s.registered == nil {
+			s.registered = map[string]any{}
+		}
+		for k, v := range f {
+			s.registered[k] = v
+		}
+	}
 	if t.Register == "" {
 		return
 	}
@@ -298,4 +342,27 @@ func (r *runner) register(s *hostState, t *playbook.Task, tr *report.TaskResult)
 		s.registered = map[string]any{}
 	}
 	s.registered[t.Register] = resultVar(tr)
+}
+
+// factsOf are the variables a task that succeeded sets on its host
+// (module.Plan.Facts; a loop's, item by item).
+func factsOf(tr *report.TaskResult) map[string]any {
+	if tr.Plan == nil || (tr.Status != report.OK && tr.Status != report.Changed) {
+		return nil
+	}
+	return tr.Plan.Facts
+}
+
+// predict is a task's registered result as its plan foresees it, for
+// the up-front plan's decisions about later tasks.
+func predict(pl *module.Plan) map[string]any {
+	out := map[string]any{}
+	for k, v := range pl.Vars {
+		out[k] = v
+	}
+	if len(pl.Facts) > 0 {
+		out["ansible_facts"] = pl.Facts
+	}
+	out["changed"], out["failed"], out["skipped"] = pl.Changed(), false, pl.Skip != ""
+	return out
 }

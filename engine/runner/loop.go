@@ -79,6 +79,16 @@ func (l loopModule) Check(ctx context.Context, h transport.Reader, margs module.
 		out.Evidence = append(out.Evidence, p.Evidence...)
 		out.Effective = append(out.Effective, p.Effective...)
 		out.Drift = append(out.Drift, p.Drift...)
+		out.Always = append(out.Always, p.Always...)
+		for k, v := range p.Facts {
+			if out.Facts == nil {
+				out.Facts = map[string]any{}
+			}
+			out.Facts[k] = v
+		}
+		if p.Msg != "" {
+			out.Msg = strings.TrimPrefix(out.Msg+"\n", "\n") + fmt.Sprintf("item %s: %s", itemLabel(a.Items[i]), p.Msg)
+		}
 		for _, n := range p.Notes {
 			out.Notes = append(out.Notes, fmt.Sprintf("item %s: %s", itemLabel(a.Items[i]), n))
 		}
@@ -103,7 +113,7 @@ func (l loopModule) Apply(ctx context.Context, h transport.Writer, p *module.Pla
 	res := &module.Result{ItemValues: p.ItemValues, Items: make([]*module.Result, len(p.Items))}
 	var outs []string
 	for i, sub := range p.Items {
-		if sub.Skip != "" || !sub.Changed() {
+		if sub.Skip != "" || !sub.Changed() && len(sub.Always) == 0 {
 			continue
 		}
 		r, err := l.inner.Apply(ctx, h, sub)

@@ -62,6 +62,9 @@ type Options struct {
 	// their callers leave Drop unset).
 	Sink report.HostSink
 	Drop bool
+	// Verbosity is the run's -v count, Ansible's ansible_verbosity (debug's
+	// verbosity: is measured against it).
+	Verbosity int
 
 	// magic are Ansible's groups and hostvars, computed from the
 	// inventory at the start of the run.
@@ -1201,6 +1204,7 @@ func (r *runner) checkTask(ctx context.Context, tr *report.TaskResult, s *hostSt
 		return
 	}
 	tr.Plan = plan
+	tr.Msg = plan.Msg
 	switch {
 	case plan.Skip != "":
 		tr.Status, tr.Msg = report.Skipped, plan.Skip

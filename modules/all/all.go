@@ -4,6 +4,7 @@ package all
 
 import (
 	// Each import registers one module in its init.
+	_ "nodeconverge/modules/blockinfile"
 	_ "nodeconverge/modules/command"
 	_ "nodeconverge/modules/containerd_dropins"
 	_ "nodeconverge/modules/containerd_hosts"
@@ -12,6 +13,8 @@ import (
 	_ "nodeconverge/modules/containerd_settings"
 	_ "nodeconverge/modules/copy"
 	_ "nodeconverge/modules/file"
+	_ "nodeconverge/modules/lineinfile"
+	_ "nodeconverge/modules/replace"
 	_ "nodeconverge/modules/shell"
 	_ "nodeconverge/modules/sysctl"
 	_ "nodeconverge/modules/template"

@@ -141,7 +141,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 	}
 	plan := &module.Plan{Files: []module.FileChange{fc}}
 	if a.ValidateCmd != "" && (fc.Action == module.Create || string(live.Content) != string(want)) {
-		ev, err := validate(ctx, h, a.ValidateCmd, a.Dest, want)
+		ev, err := ValidateCandidate(ctx, h, a.ValidateCmd, a.Dest, want)
 		if err != nil {
 			return nil, err
 		}
@@ -154,20 +154,29 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 		}
 	}
 	if a.Backup && live.Exists && string(live.Content) != string(want) {
-		// Named by the old content's hash, not a timestamp, so check and
-		// apply agree on the path and a repeated run never piles up copies.
-		plan.Files = append(plan.Files, module.FileChange{
-			Action: module.Create, Path: a.Dest + "." + fc.BeforeHash[:12] + "~",
-			After: live.Content, AfterHash: fc.BeforeHash, Mode: live.Mode & 07777,
-			Reasons: []string{"backup of " + a.Dest},
-		})
+		plan.Files = append(plan.Files, BackupChange(a.Dest, live.Content, live.Mode&07777))
 	}
 	return plan, nil
 }
 
-// validate stages the candidate under its own base name (tools such as
-// `visudo` or `containerd` care about the extension) and runs the command.
-func validate(ctx context.Context, h transport.Reader, cmd, dest string, want []byte) (module.Evidence, error) {
+// BackupChange is the plan's copy of dest's old content beside it, for
+// Ansible's `backup: true`. It is named by the old content's hash, not a
+// timestamp (Ansible's dest.PID.DATE@TIME~), so check and apply agree on
+// the path and a repeated run never piles up copies.
+func BackupChange(dest string, old []byte, mode fs.FileMode) module.FileChange {
+	h := module.Hash(old)
+	return module.FileChange{
+		Action: module.Create, Path: dest + "." + h[:12] + "~",
+		After: old, AfterHash: h, Mode: mode,
+		Reasons: []string{"backup of " + dest},
+	}
+}
+
+// ValidateCandidate runs a `validate: "cmd %s"` command on a candidate
+// for dest, staged in a scratch directory on the node under dest's own
+// base name (tools such as `visudo` or `containerd` care about the
+// extension); the live file is not touched.
+func ValidateCandidate(ctx context.Context, h transport.Reader, cmd, dest string, want []byte) (module.Evidence, error) {
 	rel := "candidate/" + filepath.Base(dest)
 	script := strings.ReplaceAll(cmd, "%s", `"$SCRATCH/`+rel+`"`)
 	res, err := h.Stage(ctx, transport.StageRequest{
