@@ -77,6 +77,24 @@ func (o *Overlay) Query(ctx context.Context, q transport.Query) (*transport.Snap
 			snap.Files[p] = f.Written(snap.Files[p])
 		}
 	}
+	// A read-only command that says what it reads (stat's and file's
+	// probes of a path's kind and mode) answers for the live node: the
+	// planned state of those paths comes with it in Files, as the plan
+	// has it (a zero mode or owner: as the live file's), so the module
+	// can see what the earlier tasks will have done.
+	for _, c := range q.Cmds {
+		for _, p := range c.Reads {
+			if f, ok := planned[p]; ok {
+				if _, asked := snap.Files[p]; !asked {
+					if snap.Files == nil {
+						snap.Files = map[string]*transport.FileInfo{}
+					}
+					cp := *f
+					snap.Files[p] = &cp
+				}
+			}
+		}
+	}
 	for _, g := range q.Globs {
 		set := map[string]bool{}
 		for _, m := range snap.Globs[g] {

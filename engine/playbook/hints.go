@@ -41,14 +41,9 @@ var moduleHints = map[string]string{
 	"uri":              "not supported: nodeconverge does not make HTTP requests",
 	"unarchive":        "not supported: unpack on the controller and use copy, or run tar with command and a creates: guard",
 	"git":              "not supported: nodeconverge does not check out repositories",
-	"debug":            "not supported: nodeconverge prints what every task plans and does; remove the task",
-	"set_fact":         "not supported: set values in the play's vars, the inventory, or with -e",
 	"include_vars":     "not supported: put the values in the play's vars, group_vars/host_vars, or pass -e @FILE",
-	"assert":           "not supported: express the requirement as a failed_when on the task that needs it",
-	"fail":             "not supported: use failed_when on the task whose result decides it",
 	"pause":            "not supported: nodeconverge does not wait on a timer",
 	"wait_for":         "not supported: nodeconverge does not wait on a timer; a module checks what it needs",
-	"stat":             "not supported: use creates:/removes: on command or shell, or a command with register",
 	"setup":            "not supported: nodeconverge does not gather facts",
 	"gather_facts":     "not supported: nodeconverge does not gather facts",
 	"reboot":           "not supported: nodeconverge does not reboot nodes",
@@ -154,7 +149,6 @@ func moduleHint(name string) string {
 // does not take to what to do instead.
 var argHints = map[string]map[string]string{
 	"copy": {
-		"remote_src":     "not supported: copy writes content from the controller; read the node's file with command if it must be copied there",
 		"force":          "not supported: copy always makes dest hold exactly the content",
 		"directory_mode": "not supported: create the directory with file (state: directory)",
 		"follow":         "not supported",

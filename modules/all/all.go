@@ -4,6 +4,7 @@ package all
 
 import (
 	// Each import registers one module in its init.
+	_ "nodeconverge/modules/assert"
 	_ "nodeconverge/modules/blockinfile"
 	_ "nodeconverge/modules/command"
 	_ "nodeconverge/modules/containerd_dropins"
@@ -12,10 +13,14 @@ import (
 	_ "nodeconverge/modules/containerd_restart"
 	_ "nodeconverge/modules/containerd_settings"
 	_ "nodeconverge/modules/copy"
+	_ "nodeconverge/modules/debug"
+	_ "nodeconverge/modules/fail"
 	_ "nodeconverge/modules/file"
 	_ "nodeconverge/modules/lineinfile"
 	_ "nodeconverge/modules/replace"
+	_ "nodeconverge/modules/set_fact"
 	_ "nodeconverge/modules/shell"
+	_ "nodeconverge/modules/stat"
 	_ "nodeconverge/modules/sysctl"
 	_ "nodeconverge/modules/template"
 )

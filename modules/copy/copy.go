@@ -31,6 +31,10 @@ type Args struct {
 	Group       string  `yaml:"group"`
 	Backup      bool    `yaml:"backup"`
 	ValidateCmd string  `yaml:"validate"`
+	// RemoteSrc says src is a file on the node, not on the controller
+	// (Ansible's remote_src): its content (and, unless mode is given, its
+	// mode) is what dest must hold.
+	RemoteSrc bool `yaml:"remote_src"`
 
 	baseDir string
 }
@@ -50,6 +54,10 @@ func (a *Args) Validate() error {
 		return errors.New("one of content or src is required")
 	case a.Content != nil && a.Src != "":
 		return errors.New("content and src are mutually exclusive")
+	case a.RemoteSrc && a.Src == "":
+		return errors.New("remote_src needs src, the file on the node to copy")
+	case a.RemoteSrc && !filepath.IsAbs(a.Src):
+		return fmt.Errorf("src %q must be an absolute path on the node (remote_src)", a.Src)
 	case a.ValidateCmd != "" && !strings.Contains(a.ValidateCmd, "%s"):
 		return fmt.Errorf("validate %q must contain %%s (the candidate file's path)", a.ValidateCmd)
 	}
@@ -96,13 +104,30 @@ func (a *Args) content() ([]byte, error) {
 // candidate when it would change.
 func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) (*module.Plan, error) {
 	a := margs.(*Args)
-	want, err := a.content()
-	if err != nil {
-		return nil, err
+	q := transport.Query{Files: []string{a.Dest}}
+	if a.RemoteSrc {
+		q.Files = append(q.Files, a.Src)
 	}
-	snap, err := h.Query(ctx, transport.Query{Files: []string{a.Dest}})
+	snap, err := h.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", a.Dest, err)
+	}
+	var want []byte
+	var srcMode fs.FileMode
+	if a.RemoteSrc {
+		src := snap.File(a.Src)
+		switch {
+		case !src.Exists:
+			return nil, fmt.Errorf("Source %s not found", a.Src)
+		case src.IsDir:
+			return nil, fmt.Errorf("src %s is a directory: remote_src copies one file here; give each file its own task", a.Src)
+		}
+		want, srcMode = src.Content, src.Mode&07777
+		if want == nil {
+			want = []byte{}
+		}
+	} else if want, err = a.content(); err != nil {
+		return nil, err
 	}
 	live := snap.File(a.Dest)
 	if live.IsDir {
@@ -113,6 +138,10 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 		if fc.Mode, err = ParseMode(a.Mode); err != nil {
 			return nil, err
 		}
+	}
+	if a.RemoteSrc && fc.Mode == 0 && (!live.Exists || string(live.Content) != string(want)) {
+		// Ansible copies src's permission bits with its content.
+		fc.Mode = srcMode
 	}
 	if !live.Exists {
 		fc.Action = module.Create

@@ -221,3 +221,35 @@ func TestArgsValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteSrc: remote_src copies a file of the node: its content and,
+// as Ansible's copystat does, its mode; a second run changes nothing; a
+// missing src or a directory is refused.
+func TestRemoteSrc(t *testing.T) {
+	n := newNode(t)
+	src, dest := filepath.Join(n.dir, "runc.amd64"), filepath.Join(n.dir, "runc")
+	if err := os.WriteFile(src, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plan := n.converge(&copymod.Args{Src: src, Dest: dest, RemoteSrc: true})
+	if len(plan.Files) != 1 || plan.Files[0].Action != module.Create {
+		t.Fatalf("plan: %+v", plan.Files)
+	}
+	if got, mode := readMode(t, dest); got != "#!/bin/sh\n" || mode != 0o755 {
+		t.Errorf("dest = %q %v, want src's content and mode", got, mode)
+	}
+	if err := os.WriteFile(src, []byte("#!/bin/sh\nexit 0\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	n.h.Refresh() // a new run: the node changed behind the first one's cache
+	n.converge(&copymod.Args{Src: src, Dest: dest, RemoteSrc: true, Mode: "0750"})
+	if got, mode := readMode(t, dest); got != "#!/bin/sh\nexit 0\n" || mode != 0o750 {
+		t.Errorf("dest = %q %v, want the new content with the mode given", got, mode)
+	}
+	for _, bad := range []string{filepath.Join(n.dir, "nope"), n.dir} {
+		a := &copymod.Args{Src: bad, Dest: dest, RemoteSrc: true}
+		if _, err := n.check(a); err == nil {
+			t.Errorf("remote_src %s: want refused", bad)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+// Package set_fact is Ansible's `set_fact`: it sets variables on the host
+// for the rest of the run, above play and task vars (Ansible's set_fact
+// precedence). The names are known at load (a template as a name is
+// refused), so the runner knows which later tasks read them; the values
+// are rendered with the host's variables. Strings "true", "false", "yes"
+// and "no" become booleans, as Ansible's set_fact makes them. `cacheable`
+// is accepted: a run keeps no fact cache, so within the run it changes
+// nothing. It reads and changes nothing on the node.
+package set_fact
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/transport"
+)
+
+func init() { module.Register("set_fact", Module{}) }
+
+// Args are the facts to set, and cacheable.
+type Args struct {
+	Values    map[string]any `yaml:",inline"`
+	Cacheable bool           `yaml:"cacheable"`
+}
+
+// Validate checks there is something to set.
+func (a *Args) Validate() error {
+	if len(a.Values) == 0 {
+		return errors.New("no key/value pairs provided, at least one is required for this action to succeed")
+	}
+	return nil
+}
+
+// Facts are the variables the task sets, with Ansible's reading of
+// boolean words.
+func (a *Args) Facts() map[string]any {
+	out := make(map[string]any, len(a.Values))
+	for k, v := range a.Values {
+		if s, ok := v.(string); ok {
+			switch strings.ToLower(s) {
+			case "true", "yes":
+				v = true
+			case "false", "no":
+				v = false
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// Module implements module.Module for set_fact.
+type Module struct{}
+
+// NewArgs returns empty arguments.
+func (Module) NewArgs() module.Args { return &Args{} }
+
+// FactArgs: every argument but cacheable names a fact.
+func (Module) FactArgs() []string { return []string{"cacheable"} }
+
+// Check sets the facts in the plan.
+func (Module) Check(_ context.Context, _ transport.Reader, margs module.Args) (*module.Plan, error) {
+	return &module.Plan{Facts: margs.(*Args).Facts()}, nil
+}
+
+// Apply is never called: the plan is always empty.
+func (Module) Apply(context.Context, transport.Writer, *module.Plan) (*module.Result, error) {
+	return &module.Result{}, nil
+}
