@@ -59,12 +59,30 @@ func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, f
 	if s.planErrs == nil {
 		s.planErrs = map[*playbook.Task]error{}
 	}
+	// unknown are the variables of tasks planned when the host reaches
+	// them (their register, the facts they set): a task that reads one
+	// is planned then too, never decided without it.
+	unknown := map[string]bool{}
+	later := func(t *playbook.Task) {
+		if t.Register != "" {
+			delete(predicted, t.Register)
+			unknown[t.Register] = true
+		}
+		for _, n := range t.Sets {
+			delete(predicted, n)
+			unknown[n] = true
+		}
+	}
 	for _, t := range p.Tasks[from:] {
 		delete(s.plans, t)
 		delete(s.planErrs, t)
 		m, ok := lookup(t)
 		if !ok {
 			return &planFailure{t, fmt.Errorf("module %q is not registered", t.Module)}
+		}
+		if readsRegistered(t, unknown) {
+			later(t)
+			continue
 		}
 		why, args, err := r.decide(s, p, t, predicted)
 		switch {
@@ -73,9 +91,7 @@ func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, f
 			// result, and the predicted results did not do: it reads
 			// what only running an earlier command gives. It is
 			// planned when the host reaches it.
-			if t.Register != "" {
-				delete(predicted, t.Register)
-			}
+			later(t)
 			continue
 		case why != "":
 			if t.Register != "" {
@@ -109,6 +125,7 @@ func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, f
 		if t.Register != "" {
 			if isImperative(m) && pl.Changed() {
 				delete(predicted, t.Register)
+				unknown[t.Register] = true
 			} else {
 				predicted[t.Register] = predict(pl)
 			}
@@ -323,12 +340,22 @@ func (r *runner) clearPending(ctx context.Context, s *hostState, handler string)
 // content to compare with, and the re-check proves its result.
 func changedSincePlan(ctx context.Context, h transport.Reader, plan *module.Plan) (string, error) {
 	want := map[string]string{}
+	// Only a path's first change speaks for the live node: a loop's
+	// later items (lineinfile adding a second line) were planned on the
+	// earlier items' result.
+	seen := map[string]bool{}
 	for _, f := range plan.Files {
+		p := f.Path
+		if f.Action == module.Move {
+			p = f.From
+		}
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
 		switch f.Action {
-		case module.Update, module.Delete:
-			want[f.Path] = f.BeforeHash
-		case module.Move:
-			want[f.From] = f.BeforeHash
+		case module.Update, module.Delete, module.Move:
+			want[p] = f.BeforeHash
 		}
 	}
 	if len(want) == 0 {

@@ -131,3 +131,45 @@ func TestAssertFailsBeforeAnyWrite(t *testing.T) {
 		t.Error("the write before the failing assert happened")
 	}
 }
+
+// TestLoopEditsOneFileAndLateFacts: a loop whose items edit the same new
+// file (lineinfile, create) applies as planned, item after item; a fact
+// set from a command's output is planned when the host reaches it, and so
+// is every task that reads the fact (never decided without it); a loop's
+// registered results are predicted for the up-front plan.
+func TestLoopEditsOneFileAndLateFacts(t *testing.T) {
+	e := newEnv(t, "h1")
+	run := e.run(e.load(`- hosts: all
+  tasks:
+    - name: blacklist
+      lineinfile:
+        path: "{{ dir }}/{{ inventory_hostname }}.bl"
+        line: "{{ item }}"
+        create: true
+      loop: [blacklist nouveau, options nouveau modeset=0]
+      register: bl
+    - name: count
+      set_fact:
+        n: "{{ bl.results | map(attribute='msg') | list | length }}"
+    - name: ask
+      command: "echo ready"
+      register: out
+      changed_when: false
+    - name: from the command
+      set_fact:
+        word: "{{ out.stdout }}"
+    - name: check
+      assert:
+        that:
+          - word == 'ready'
+          - n | int == 2
+`), e.options(false))
+	for _, tr := range run.Results {
+		if tr.Status == report.Failed {
+			t.Fatalf("%s failed: %s", tr.Task, tr.Msg)
+		}
+	}
+	if got, _ := e.read("h1", "bl"); got != "blacklist nouveau\noptions nouveau modeset=0\n" {
+		t.Errorf("h1.bl = %q", got)
+	}
+}

@@ -364,5 +364,21 @@ func predict(pl *module.Plan) map[string]any {
 		out["ansible_facts"] = pl.Facts
 	}
 	out["changed"], out["failed"], out["skipped"] = pl.Changed(), false, pl.Skip != ""
+	if pl.ItemValues != nil {
+		// A loop: Ansible's results, one per item, as planned.
+		results := make([]any, 0, len(pl.ItemValues))
+		for i, it := range pl.ItemValues {
+			one := map[string]any{}
+			if i < len(pl.Items) {
+				for k, v := range pl.Items[i].Vars {
+					one[k] = v
+				}
+				one["changed"], one["skipped"] = pl.Items[i].Changed(), pl.Items[i].Skip != ""
+			}
+			one["item"], one["failed"] = it, false
+			results = append(results, one)
+		}
+		out["results"] = results
+	}
 	return out
 }

@@ -11,7 +11,11 @@ package set_fact
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
@@ -23,6 +27,44 @@ func init() { module.Register("set_fact", Module{}) }
 type Args struct {
 	Values    map[string]any `yaml:",inline"`
 	Cacheable bool           `yaml:"cacheable"`
+}
+
+// UnmarshalYAML reads the facts. A plain scalar that reads as a number is
+// one only in its canonical form ("80", "1.5"): a "0644" or "1.20", which
+// is what a template such as "{{ st.stat.mode }}" renders to, stays the
+// string it is, as Ansible's set_fact keeps it.
+func (a *Args) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: set_fact takes a mapping of names to values", n.Line)
+	}
+	a.Values = map[string]any{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Value == "cacheable" {
+			if err := v.Decode(&a.Cacheable); err != nil {
+				return err
+			}
+			continue
+		}
+		var x any
+		if err := v.Decode(&x); err != nil {
+			return err
+		}
+		if v.Kind == yaml.ScalarNode && v.Style == 0 && v.Tag != "!!int" && v.Tag != "!!float" {
+			switch num := x.(type) {
+			case int:
+				if strconv.Itoa(num) != v.Value {
+					x = v.Value
+				}
+			case float64:
+				if strconv.FormatFloat(num, 'f', -1, 64) != v.Value {
+					x = v.Value
+				}
+			}
+		}
+		a.Values[k.Value] = x
+	}
+	return nil
 }
 
 // Validate checks there is something to set.
