@@ -88,6 +88,10 @@ type EffectiveChange struct {
 	Key    string `json:"key"`
 	Before string `json:"before,omitempty"`
 	After  string `json:"after,omitempty"`
+	// DecidedBy says which loaded file decides the live value (Before):
+	// the file that sets it, or, for a default, the file that put it back
+	// (ctrconf.Tree.DecidedBy), so a report says where drift comes from.
+	DecidedBy string `json:"decided_by,omitempty"`
 }
 
 // ZeroAfter reports whether the new value is its type's zero value (or the

@@ -359,7 +359,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	}
 	plan.Notes = append(plan.Notes, absorbNotes...)
 	plan.Files = append(plan.Files, ownerFiles...)
-	plan.Effective = ctrconf.Diff(base, final)
+	plan.Effective = ctrconf.Attribute(tree, ctrconf.Diff(base, final))
 	if a.Mode == "report" {
 		for _, u := range moved {
 			plan.Notes = append(plan.Notes, fmt.Sprintf("%s shadows %s (mode report: not moved)", strings.Join(u.files, " and "), summary(u.restored)))

@@ -448,7 +448,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		return plan, nil
 	}
 	if base.OK {
-		plan.Effective = diff
+		plan.Effective = ctrconf.Attribute(tree, diff)
 	} else {
 		plan.Notes = append(plan.Notes, "the live config does not load ("+base.ErrLine()+"); the candidate tree loads")
 		plan.Effective = []module.EffectiveChange{{Key: "(whole config)", Before: "does not load: " + base.ErrLine(), After: "loads"}}

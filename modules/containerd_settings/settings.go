@@ -408,7 +408,7 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		}
 		plan.Files = append(plan.Files, fc)
 	}
-	plan.Effective = diff
+	plan.Effective = ctrconf.Attribute(tree, diff)
 	return plan, nil
 }
 

@@ -367,12 +367,17 @@
     }
     if (p && p.effective && p.effective.length) {
       sec.appendChild(el("h4", null, ["effective config, as the node's containerd loads it"]));
-      var tb = el("tbody");
+      var tb = el("tbody"), zero = 0;
+      // As the human --diff does: the zero-valued fields a new table
+      // brings along are counted, not listed.
+      var ZERO = { "": 1, '""': 1, "0": 1, "0.0": 1, "false": 1, "[]": 1, "{}": 1 };
       p.effective.forEach(function (e) {
-        tb.appendChild(el("tr", null, [el("td", null, [e.key]), el("td", null, [e.before || "(absent)"]), el("td", null, [e.after || "(absent)"]),
-          el("td", null, [e.source || e.decided_by || ""])]));
+        if (!e.before && ZERO[e.after || ""]) { zero++; return; }
+        tb.appendChild(el("tr", { "data-key": e.key }, [el("td", null, [e.key]), el("td", null, [e.before || "(absent)"]), el("td", null, [e.after || "(absent)"]),
+          el("td", null, [e.decided_by || ""])]));
       });
-      sec.appendChild(el("table", { "class": "eff" }, [el("thead", null, [el("tr", null, [el("th", null, ["key"]), el("th", null, ["before"]), el("th", null, ["after"]), el("th", null, ["decided by"])])]), tb]));
+      if (tb.childNodes.length) sec.appendChild(el("table", { "class": "eff" }, [el("thead", null, [el("tr", null, [el("th", null, ["key"]), el("th", null, ["live value"]), el("th", null, ["planned"]), el("th", null, ["live value decided by"])])]), tb]));
+      if (zero) sec.appendChild(el("div", { "class": "sub" }, [(tb.childNodes.length ? "and " : "") + zero + " new keys at their zero value"]));
     }
     if (p && p.drift && p.drift.length) {
       sec.appendChild(el("h4", null, ["drift: where each value comes from"]));
