@@ -63,7 +63,8 @@ func realisticRun() *Run {
 				{Action: module.Delete, Path: "/etc/containerd/conf.d/old.toml", Before: oldMain, BeforeHash: module.Hash(oldMain)},
 			},
 			Effective: []module.EffectiveChange{
-				{Key: `plugins."io.containerd.grpc.v1.cri".sandbox_image`, Before: `"registry.k8s.io/pause:3.6"`, After: `"registry.k8s.io/pause:3.9"`},
+				{Key: `plugins."io.containerd.grpc.v1.cri".sandbox_image`, Before: `"registry.k8s.io/pause:3.6"`, After: `"registry.k8s.io/pause:3.9"`,
+					DecidedBy: "containerd's default, put back by /etc/containerd/conf.d/zz.toml"},
 				{Key: `plugins."io.containerd.grpc.v1.cri".registry.configs."harbor".auth.password`, After: `"<redacted>"`},
 				{Key: `plugins."io.containerd.grpc.v1.cri".enable_cdi`, Before: "false"},
 			},
@@ -79,7 +80,7 @@ func realisticRun() *Run {
 		Msg: "not run in check mode", Plan: &module.Plan{Skip: "not run in check mode", Commands: []string{"nvidia-smi -L"}}})
 	r.Add(&TaskResult{Play: "GPU containerd runtimes", Task: "relocate drop-ins", Module: "containerd_dropins", Host: "omen", Status: Failed,
 		Msg:  "validation failed: containerd config dump: duplicate key",
-		Plan: &module.Plan{Evidence: evidence[:1]}, Duration: time.Second})
+		Plan: &module.Plan{Evidence: evidence[:1]}, Duration: time.Second, Refused: true})
 	r.Add(&TaskResult{Play: "base", Task: "probe", Module: "command", Host: "omen", Status: Failed,
 		Msg: "apply: probe exited 1; rolled back this host's run", RolledBack: []string{"/etc/sysctl.d/99-inotify.conf"}})
 	r.Add(&TaskResult{Play: "GPU containerd runtimes", Task: "gather", Module: "command", Host: "omen2", Status: Unreachable,
@@ -95,6 +96,7 @@ func realisticRun() *Run {
 	r.AddNote("took over a stale lock on nuc1 from run 20261128T221000Z-ffffff")
 	r.Interrupt("nuc2", `handler "restart containerd" in flight at the signal finished: restarted containerd`)
 	r.Interrupt("idle", "not started, nothing changed")
+	r.SetGroups(map[string][]string{"nuc1": {"gpu", "rack1"}, "omen": {"gpu"}})
 	r.Finished = r.Started.Add(3 * time.Second)
 	return r
 }
@@ -102,7 +104,8 @@ func realisticRun() *Run {
 func reportJSON(t *testing.T, r *Run) any {
 	t.Helper()
 	var b bytes.Buffer
-	if err := WriteJSON(&b, r); err != nil {
+	// With the diffs of a --diff run: the widest report.
+	if err := (View{Diff: true}).WriteJSON(&b, r); err != nil {
 		t.Fatal(err)
 	}
 	v, err := jsonschema.UnmarshalJSON(&b)
