@@ -14,6 +14,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 
+	"nodeconverge/engine/module"
+	"nodeconverge/engine/report"
 	"nodeconverge/lab/browser"
 	"nodeconverge/lab/labtest"
 )
@@ -244,11 +246,116 @@ func TestHTMLReportInBrowser(t *testing.T) {
 
 	// The secret is in no part of the live page either (the DOM the
 	// script built, the data it read).
-	dom, err := browser.Eval[string](b, limit, `document.documentElement.outerHTML + document.getElementById("nc-report").textContent + location.href`)
+	dom, err := browser.Eval[string](b, limit, `document.documentElement.outerHTML + JSON.stringify(window.ncReport) + location.href`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(dom, secret) {
 		t.Error("the rendered page holds the registry password")
+	}
+}
+
+// TestHTMLFleetPageInBrowser: a 300-host page, its data compressed as a
+// fleet's is, opens in Chromium with every host counted, 100 a page, the
+// next page and a group filter working; a node's message that holds markup
+// and control bytes is shown as text (nothing of it runs), its escape
+// byte visible.
+func TestHTMLFleetPageInBrowser(t *testing.T) {
+	r := report.NewRun("20261202T000000Z-fleet", true)
+	groups := map[string][]string{}
+	for i := range 300 {
+		h := fmt.Sprintf("gpu%03d", i)
+		groups[h] = []string{"gpu", fmt.Sprintf("rack%d", i%3)}
+		tr := &report.TaskResult{Play: "p", Task: "settings", Module: "containerd_settings", Host: h, Status: report.OK}
+		switch {
+		case i%10 == 0:
+			tr.Status, tr.Plan = report.Changed, &module.Plan{Files: []module.FileChange{{Action: module.Update, Path: "/etc/containerd/config.toml"}}}
+		case i == 7:
+			tr.Status, tr.Msg = report.Failed, "node said <img src=x onerror=\"window.pwned=1\"> \x1b[31mred\x1b[0m"
+		}
+		r.Add(tr)
+	}
+	r.SetGroups(groups)
+	page := filepath.Join(t.TempDir(), "fleet.html")
+	f, err := os.Create(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (report.View{CompressAbove: 1}).WriteHTML(f, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := browser.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	const limit = 30 * time.Second
+	if err := b.Do(limit, chromedp.Navigate("file://"+page), chromedp.WaitReady(chromedp.CSS("body[data-ready]"))); err != nil {
+		t.Fatalf("open the page: %v", err)
+	}
+	type view struct {
+		Rows   int
+		Pageno string
+		Counts map[string]string
+		First  string
+	}
+	look := func() view {
+		t.Helper()
+		v, err := browser.Eval[view](b, limit, `({ rows: document.querySelectorAll("#grid tbody tr").length,
+			pageno: (document.getElementById("pageno") || {}).textContent || "",
+			counts: Object.fromEntries([...document.querySelectorAll("#counts button")].map(e => [e.dataset.status || "all", e.querySelector(".n").textContent])),
+			first: (document.querySelector("#grid tbody tr") || { dataset: {} }).dataset.host || "" })`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	v := look()
+	if d := cmp.Diff(map[string]string{"all": "300", "ok": "269", "changed": "30", "failed": "1"}, v.Counts); d != "" {
+		t.Errorf("counts (-want +got):\n%s", d)
+	}
+	if v.Rows != 100 || !strings.Contains(v.Pageno, "page 1 of 3") {
+		t.Errorf("first page: %d rows, %q; want 100 rows of page 1 of 3", v.Rows, v.Pageno)
+	}
+	if err := b.Do(limit, chromedp.Click(chromedp.CSS("#next"))); err != nil {
+		t.Fatal(err)
+	}
+	if v := look(); v.Rows != 100 || !strings.Contains(v.Pageno, "page 2 of 3") {
+		t.Errorf("after next: %d rows, %q; want page 2 of 3", v.Rows, v.Pageno)
+	}
+	if _, err := browser.Eval[bool](b, limit, `(() => { const s = document.getElementById("f-group"); s.value = "rack1"; return s.dispatchEvent(new Event("change")); })()`); err != nil {
+		t.Fatal(err)
+	}
+	if v := look(); v.Rows != 100 || !strings.Contains(v.Pageno, "page 1 of 1") && v.Pageno != "" {
+		t.Errorf("group rack1: %d rows, %q; want its 100 hosts on one page", v.Rows, v.Pageno)
+	}
+	if err := b.Do(limit, chromedp.Click(chromedp.CSS(`#counts button[data-status="failed"]`)),
+		chromedp.Click(chromedp.CSS(`#grid tbody tr[data-host="gpu007"] td.host button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#panel[data-host="gpu007"]`))); err != nil {
+		t.Fatal(err)
+	}
+	type hostile struct {
+		Pwned bool
+		Imgs  int
+		Ctl   []string
+		Msg   string
+	}
+	h, err := browser.Eval[hostile](b, limit, `({ pwned: !!window.pwned, imgs: document.querySelectorAll("#panel img").length,
+		ctl: [...document.querySelectorAll("#panel .ctl")].map(e => e.textContent), msg: document.querySelector("#panel pre.msg").textContent })`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Pwned || h.Imgs != 0 || !strings.Contains(h.Msg, `<img src=x onerror="window.pwned=1">`) {
+		t.Errorf("a node's markup must be shown as text, never run: %+v", h)
+	}
+	if !cmp.Equal(h.Ctl, []string{`\x1b`, `\x1b`}) {
+		t.Errorf("the escape bytes shown as %q, want two visible \\x1b", h.Ctl)
 	}
 }

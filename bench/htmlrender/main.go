@@ -83,7 +83,7 @@ func run(path string) (*figures, error) {
 		Pages    string         `json:"pages"`
 		Statuses map[string]int `json:"statuses"`
 	}
-	s, err := browser.Eval[state](b, limit, `(() => { const d = JSON.parse(document.getElementById("nc-report").textContent);
+	s, err := browser.Eval[state](b, limit, `(() => { const d = window.ncReport;
 		const st = {}; document.querySelectorAll("#counts button[data-status]").forEach(e => { if (e.dataset.status) st[e.dataset.status] = +e.querySelector(".n").textContent; });
 		return { hosts: (d.hosts || []).length, rows: document.querySelectorAll("#grid tbody tr").length,
 			script: document.body.dataset.renderMs, pages: (document.getElementById("pageno") || {}).textContent || "1 page", statuses: st }; })()`)

@@ -39,6 +39,8 @@ type View struct {
 	// Diff adds each result's diff (TaskResult.Diff): the run was made
 	// with --diff, and its reports show what the human output showed.
 	Diff bool
+	// CompressAbove overrides the HTML page's CompressAbove (tests).
+	CompressAbove int
 }
 
 // WriteJSON writes the run as the versioned JSON report (see the package

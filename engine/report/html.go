@@ -2,11 +2,25 @@ package report
 
 import (
 	"bytes"
+	"compress/gzip"
 	_ "embed"
+	"encoding/base64"
 	"fmt"
 	"html"
 	"io"
 )
+
+// CompressAbove is the size of the run's data past which the page carries
+// it gzip-compressed (base64): a small run's page holds the JSON report as
+// text, which a reader can grep; a fleet's would be tens of megabytes.
+const CompressAbove = 1 << 20
+
+func (v View) compressAbove() int {
+	if v.CompressAbove != 0 {
+		return v.CompressAbove
+	}
+	return CompressAbove
+}
 
 // The page's style and script, written for this project and inlined into
 // every HTML report: the report opens from a mail attachment or an artifact
@@ -29,6 +43,8 @@ func WriteHTML(w io.Writer, r *Run) error { return View{}.WriteHTML(w, r) }
 // nothing the JSON report does not hold and hides no secret the JSON
 // report hides. In those bytes '<', '>' and '&' are always escaped
 // (\u003c...), so no string of the run can end the element or open markup.
+// Data over CompressAbove bytes goes in gzip-compressed and base64-encoded
+// instead (the same bytes once decompressed), so a fleet's page stays small.
 func (v View) WriteHTML(w io.Writer, r *Run) error {
 	data, err := v.encode(r, "")
 	if err != nil {
@@ -47,8 +63,35 @@ func (v View) WriteHTML(w io.Writer, r *Run) error {
 	b.WriteString(html.EscapeString(r.ID))
 	b.WriteString("</title>\n<style>\n")
 	b.WriteString(htmlCSS)
-	b.WriteString("</style>\n</head>\n<body>\n<noscript>This report is laid out by its script. The run's data is the JSON report inside the script element \"nc-report\" of this file.</noscript>\n<div id=\"app\"></div>\n<script type=\"application/json\" id=\"nc-report\">")
-	b.Write(scriptSafe(data))
+	b.WriteString("</style>\n</head>\n<body>\n<noscript>This report is laid out by its script. The run's data is the JSON report inside the script element \"nc-report\" of this file (gzip and base64 in \"nc-report-gz\" for a large run).</noscript>\n<div id=\"app\"></div>\n")
+	if len(data) <= v.compressAbove() {
+		b.WriteString("<script type=\"application/json\" id=\"nc-report\">")
+		b.Write(scriptSafe(data))
+	} else {
+		// A fleet's report repeats itself host after host (the same
+		// plans, diffs and evidence): compressed it is a few percent of
+		// its size, so the page stays small enough to mail. The browser
+		// decompresses it itself (DecompressionStream).
+		b.WriteString("<script type=\"application/gzip-base64\" id=\"nc-report-gz\">")
+		var z bytes.Buffer
+		zw, err := gzip.NewWriterLevel(&z, gzip.BestCompression)
+		if err != nil {
+			return fmt.Errorf("compress report: %w", err)
+		}
+		if _, err := zw.Write(data); err != nil {
+			return fmt.Errorf("compress report: %w", err)
+		}
+		if err := zw.Close(); err != nil {
+			return fmt.Errorf("compress report: %w", err)
+		}
+		enc := base64.NewEncoder(base64.StdEncoding, &b)
+		if _, err := enc.Write(z.Bytes()); err != nil {
+			return fmt.Errorf("encode report: %w", err)
+		}
+		if err := enc.Close(); err != nil {
+			return fmt.Errorf("encode report: %w", err)
+		}
+	}
 	b.WriteString("</script>\n<script>\n")
 	b.WriteString(htmlJS)
 	b.WriteString("</script>\n</body>\n</html>\n")

@@ -2,7 +2,10 @@ package report
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -133,6 +136,58 @@ func TestHTMLDataCannotEndItsElement(t *testing.T) {
 	for _, ext := range []string{"http://", "https://", "src=\"", "href=\"", "@import", "url("} {
 		if strings.Contains(htmlJS+htmlCSS, ext) {
 			t.Errorf("the page's own code refers to %q: it must need nothing from outside", ext)
+		}
+	}
+}
+
+var gzElement = regexp.MustCompile(`(?s)<script type="application/gzip-base64" id="nc-report-gz">([A-Za-z0-9+/=]*)</script>`)
+
+// TestHTMLCompressedIsTheJSONReport: past CompressAbove the page carries
+// the same data gzip-compressed; decompressed it is the JSON report, with
+// no secret in it, and the page has no other copy of the data.
+func TestHTMLCompressedIsTheJSONReport(t *testing.T) {
+	const fileSecret, varSecret = "F1le-S3cret-94", "V4r-S3cret-30"
+	r := htmlRun(t, fileSecret, varSecret)
+	v := View{Diff: true, CompressAbove: 1}
+	var page, js bytes.Buffer
+	if err := v.WriteHTML(&page, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.WriteJSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	if dataElement.Match(page.Bytes()) {
+		t.Fatal("a compressed page also holds the plain data")
+	}
+	m := gzElement.FindSubmatch(page.Bytes())
+	if m == nil {
+		t.Fatalf("no compressed data element in the page")
+	}
+	z, err := base64.StdEncoding.DecodeString(string(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(z))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromPage, fromJSON any
+	if err := json.Unmarshal(data, &fromPage); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js.Bytes(), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(fromJSON, fromPage); d != "" {
+		t.Errorf("the page's data differs from the JSON report (-json +page):\n%s", d)
+	}
+	for _, secret := range []string{fileSecret, varSecret} {
+		if bytes.Contains(data, []byte(secret)) || bytes.Contains(page.Bytes(), []byte(secret)) {
+			t.Errorf("the compressed page holds the secret %q", secret)
 		}
 	}
 }

@@ -6,7 +6,20 @@
 (function () {
   "use strict";
   var t0 = performance.now();
-  var data = JSON.parse(document.getElementById("nc-report").textContent);
+  // The data is the JSON report as text, or, for a large run, the same
+  // bytes gzip-compressed in base64, which the browser decompresses.
+  function load(done) {
+    var plain = document.getElementById("nc-report");
+    if (plain) { done(JSON.parse(plain.textContent)); return; }
+    var bin = atob(document.getElementById("nc-report-gz").textContent.replace(/\s+/g, ""));
+    var bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).text()
+      .then(function (t) { done(JSON.parse(t)); })
+      .catch(function (e) { document.getElementById("app").textContent = "This browser cannot read the report's compressed data: " + e; });
+  }
+  load(function (data) {
+  window.ncReport = data;
   var PAGE = 100;
 
   // Cell and host states, most severe first. Labels say what each means.
@@ -459,4 +472,5 @@
   window.addEventListener("hashchange", function () { readHash(); draw(); if (view.host) openHost(view.host); else closeHost(); });
   document.body.setAttribute("data-ready", "1");
   document.body.setAttribute("data-render-ms", (performance.now() - t0).toFixed(1));
+  });
 })();
