@@ -258,8 +258,8 @@ func TestHTMLReportInBrowser(t *testing.T) {
 // TestHTMLFleetPageInBrowser: a 300-host page, its data compressed as a
 // fleet's is, opens in Chromium with every host counted, 100 a page, the
 // next page and a group filter working; a node's message that holds markup
-// and control bytes is shown as text (nothing of it runs), its escape
-// byte visible.
+// and control characters is shown as text (nothing of it runs), the
+// escape bytes and the bidi override visible.
 func TestHTMLFleetPageInBrowser(t *testing.T) {
 	r := report.NewRun("20261202T000000Z-fleet", true)
 	groups := map[string][]string{}
@@ -271,7 +271,7 @@ func TestHTMLFleetPageInBrowser(t *testing.T) {
 		case i%10 == 0:
 			tr.Status, tr.Plan = report.Changed, &module.Plan{Files: []module.FileChange{{Action: module.Update, Path: "/etc/containerd/config.toml"}}}
 		case i == 7:
-			tr.Status, tr.Msg = report.Failed, "node said <img src=x onerror=\"window.pwned=1\"> \x1b[31mred\x1b[0m"
+			tr.Status, tr.Msg = report.Failed, "node said <img src=x onerror=\"window.pwned=1\"> \x1b[31mred\x1b[0m \u202egnp.exe\u2028"
 		}
 		r.Add(tr)
 	}
@@ -355,7 +355,7 @@ func TestHTMLFleetPageInBrowser(t *testing.T) {
 	if h.Pwned || h.Imgs != 0 || !strings.Contains(h.Msg, `<img src=x onerror="window.pwned=1">`) {
 		t.Errorf("a node's markup must be shown as text, never run: %+v", h)
 	}
-	if !cmp.Equal(h.Ctl, []string{`\x1b`, `\x1b`}) {
-		t.Errorf("the escape bytes shown as %q, want two visible \\x1b", h.Ctl)
+	if !cmp.Equal(h.Ctl, []string{`\x1b`, `\x1b`, `\u202e`, `\u2028`}) {
+		t.Errorf("the control characters shown as %q, want visible \\x1b, \\x1b, \\u202e, \\u2028", h.Ctl)
 	}
 }

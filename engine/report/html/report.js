@@ -57,7 +57,7 @@
 
   // vis is s as text, with control characters (and the bidi and
   // zero-width ones that can make text lie) shown as escapes.
-  var CTL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/g;
+  var CTL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]/g;
   function vis(s) {
     var f = document.createDocumentFragment(), last = 0, m;
     CTL.lastIndex = 0;
