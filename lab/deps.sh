@@ -9,6 +9,8 @@
 #   util-linux iproute2 procps     unshare/nsenter (node namespaces), ss (sshd readiness), sysctl/ps
 #   sudo                           become tests (sshconn TestBecome)
 #   ansible-core                   `ansible-inventory` (inventory parity tests), `ansible-playbook` (bench peer)
+#   ansible                        Debian's collections for ansible-core: community.general.modprobe and
+#                                  ansible.posix.sysctl, which the Ansible-parity e2e playbooks run
 #   gcc libc6-dev                  cgo, which `go test -race` and the nvidia-ctk build (lab/nvidia-ctk) need
 #   ShellCheck (shellcheck)        `make test` lints every shell script (engine/node/sh: the node-side scripts)
 #   chromium fonts-dejavu-core     headless Chromium (lab/browser) for the HTML report's browser test and its bench
@@ -31,6 +33,7 @@ want=(
 	procps:/usr/sbin/sysctl
 	sudo:/usr/bin/sudo
 	ansible-core:/usr/bin/ansible-inventory
+	ansible:/usr/lib/python3/dist-packages/ansible_collections/community/general/plugins/modules/modprobe.py
 	gcc:/usr/bin/gcc
 	libc6-dev:/usr/include/stdio.h
 	shellcheck:/usr/bin/shellcheck

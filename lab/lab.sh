@@ -20,7 +20,25 @@ NODE_PATH_ENV=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # /run/nri: containerd 2.x's NRI socket; without it two 2.x nodes collide on one socket.
 MOUNTED_DIRS=(/etc/containerd /etc/sysctl.d /etc/cni/net.d /run/containerd /run/nri /var/lib/containerd
 	/var/lib/nodeconverge /root /usr/local/sbin /usr/local/nvidia)
+# What node-prep roles write (kernel modules, units) and what the modprobe and systemctl stand-ins keep:
+# /run/systemd is mounted whole, with the node's /run/systemd/system in it: that directory is systemd's
+# "booted" canary (Ansible's service module drives systemctl when it is there), and creating it on the
+# host itself would tell the host's own package scripts that systemd runs there.
+MOUNTED_DIRS+=(/etc/modules-load.d /etc/modprobe.d /etc/systemd/system /run/systemd /lib/modules)
 PROC_FILES=(/proc/sys/fs/inotify/max_user_instances /proc/sys/fs/inotify/max_user_watches)
+# The node's loaded kernel modules are the modprobe stand-in's list, DIR/nodes/NAME/proc/modules (see
+# lab/modprobe.sh); on a kernel with loadable modules it is bind-mounted over /proc/modules too. A kernel
+# without them has no /proc/modules to mount over: there the node's Python reads the list at that path
+# through a stand-in usercustomize (lab/usercustomize.py), for Ansible's modprobe module.
+if [[ -e /proc/modules ]]; then PROC_FILES+=(/proc/modules); fi
+# PID 1's name, as the node's processes read it: "systemd" (DIR/nodes/NAME/proc/1/comm), so a node looks
+# booted by systemd to what asks (Ansible's service_mgr fact), as the systemctl stand-in and the
+# /run/systemd/system canary say it is.
+PROC_FILES+=(/proc/1/comm)
+# The host's own copies of the tools the lab stands in for (systemd's systemctl, kmod's modprobe and
+# lsmod) are covered in each node by the node's stand-in, so every path to them reaches the stand-in
+# (Ansible's service module looks in /usr/bin before PATH).
+STANDIN_TOOLS=(systemctl modprobe lsmod)
 # Startup waits poll against these deadlines (seconds).
 SSHD_DEADLINE=${LAB_SSHD_DEADLINE:-180}
 PARALLEL=${LAB_PARALLEL:-16}
@@ -134,12 +152,26 @@ setup_node() {
 	addr=$ADDR
 	nd=$(node_dir "$name")
 	# One mkdir/chmod/cp per node, not one per path: at 500 nodes the forks are the cost.
-	mkdir -p "${MOUNTED_DIRS[@]/#/$nd}" "$nd/proc/sys/fs/inotify" "$nd/root/.ssh" "$nd/usr/local/nvidia/toolkit"
+	mkdir -p "${MOUNTED_DIRS[@]/#/$nd}" "$nd/proc/sys/fs/inotify" "$nd/proc/1" "$nd/root/.ssh" "$nd/usr/local/nvidia/toolkit" \
+		"$nd/lib/modules/$KERNEL_RELEASE" "$nd/etc/systemd/system/multi-user.target.wants" "$nd/run/systemd/system"
 	cp "$DIR/id_ed25519.pub" "$nd/root/.ssh/authorized_keys"
 	# Kernel defaults of a fresh node (the incident's nodes had 128 instances).
 	echo 128 >"$nd/proc/sys/fs/inotify/max_user_instances"
 	echo "$INOTIFY_WATCHES_DEFAULT" >"$nd/proc/sys/fs/inotify/max_user_watches"
 	echo "${SYSTEMCTL_SRC//@NODE@/$nd}" >"$nd/usr/local/sbin/systemctl"
+	echo "${MODPROBE_SRC//@NODE@/$nd}" >"$nd/usr/local/sbin/modprobe"
+	echo "${LSMOD_SRC//@NODE@/$nd}" >"$nd/usr/local/sbin/lsmod"
+	if [[ ! -e /proc/modules && -n $PY_USER_SITE ]]; then
+		mkdir -p "$nd$PY_USER_SITE"
+		echo "${USERCUSTOMIZE_SRC//@NODE@/$nd}" >"$nd$PY_USER_SITE/usercustomize.py"
+	fi
+	# A fresh node's kernel modules (modprobe stand-in): what is available, built in, and loaded.
+	printf '%s' "$MODULES_DEP" >"$nd/lib/modules/$KERNEL_RELEASE/modules.dep"
+	printf '%s' "$MODULES_BUILTIN" >"$nd/lib/modules/$KERNEL_RELEASE/modules.builtin"
+	printf '%s' "$MODULES_LOADED" >"$nd/proc/modules"
+	echo systemd >"$nd/proc/1/comm"
+	# containerd is enabled, as Debian's package leaves it (the systemctl stand-in reads the link).
+	ln -sfn /lib/systemd/system/containerd.service "$nd/etc/systemd/system/multi-user.target.wants/containerd.service"
 	echo "${JOURNALCTL_SRC//@NODE@/$nd}" >"$nd/usr/local/sbin/journalctl"
 	for f in nvidia-container-runtime nvidia-container-runtime.cdi nvidia-container-runtime.legacy; do
 		printf '#!/bin/sh\n# lab stand-in for %s (no GPU here): behaves as plain runc.\nexec runc "$@"\n' "$f" \
@@ -147,7 +179,7 @@ setup_node() {
 	done
 	chmod 700 "$nd/root" "$nd/root/.ssh"
 	chmod 600 "$nd/root/.ssh/authorized_keys"
-	chmod 755 "$nd/usr/local/sbin/systemctl" "$nd/usr/local/sbin/journalctl" "$nd"/usr/local/nvidia/toolkit/*
+	chmod 755 "$nd/usr/local/sbin/systemctl" "$nd/usr/local/sbin/journalctl" "$nd/usr/local/sbin/modprobe" "$nd/usr/local/sbin/lsmod" "$nd"/usr/local/nvidia/toolkit/*
 	echo "$CONTAINERD_BIN" >"$nd/containerd-bin"
 	# A node built with another containerd (a 2.x build) has it first on
 	# PATH, as a real 2.x node would: modules ask the node's own binary.
@@ -189,6 +221,12 @@ EOF
 		echo 'set -e'
 		for d in "${MOUNTED_DIRS[@]}"; do echo "mount --bind '$nd$d' '$d'"; done
 		for f in "${PROC_FILES[@]}"; do echo "mount --bind '$nd$f' '$f'"; done
+		for t in "${STANDIN_TOOLS[@]}"; do
+			for d in /usr/bin /usr/sbin /bin /sbin; do
+				# /bin is /usr/bin on a merged-/usr host: one mount each real file.
+				if [[ -f $d/$t && ! -L $d && ! -L $d/$t ]]; then echo "mount --bind '$nd/usr/local/sbin/$t' '$d/$t'"; fi
+			done
+		done
 		echo "readlink /proc/\$\$/ns/mnt > '$nd/mntns'"
 		# sshd starts here rather than through nsenter afterwards: one process less per node, and the
 		# subshell hands sshd to PID 1 so it is not left a zombie under `sleep` when stopped.
@@ -322,6 +360,15 @@ cmd_up() {
 	if [[ -z $CONTAINERD_BIN ]]; then CONTAINERD_BIN=$(command -v containerd); fi
 	[[ -x $CONTAINERD_BIN ]] || die "up: containerd binary $CONTAINERD_BIN is not executable"
 	SYSTEMCTL_SRC=$(<"$LAB_SRC/systemctl.sh")
+	MODPROBE_SRC=$(<"$LAB_SRC/modprobe.sh")
+	LSMOD_SRC=$(<"$LAB_SRC/lsmod.sh")
+	USERCUSTOMIZE_SRC=$(<"$LAB_SRC/usercustomize.py")
+	# Where root's Python on a node looks for usercustomize (root's HOME is the node's own /root).
+	PY_USER_SITE=$(HOME=/root /usr/bin/python3 -c 'import site; print(site.getusersitepackages())' 2>/dev/null || true)
+	KERNEL_RELEASE=$(uname -r)
+	MODULES_DEP=$(<"$LAB_SRC/modules/modules.dep")$'\n'
+	MODULES_BUILTIN=$(<"$LAB_SRC/modules/modules.builtin")$'\n'
+	MODULES_LOADED=$(<"$LAB_SRC/modules/loaded")$'\n'
 	JOURNALCTL_SRC=$(<"$LAB_SRC/journalctl.sh")
 	INOTIFY_WATCHES_DEFAULT=${LAB_INOTIFY_WATCHES:-$(cat /proc/sys/fs/inotify/max_user_watches)}
 

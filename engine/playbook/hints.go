@@ -11,8 +11,6 @@ const wholeFile = "not supported: nodeconverge owns whole files; use copy (conte
 
 const packages = "not supported: nodeconverge does not manage packages; install them in the node image, or run the package tool with command and a creates: guard"
 
-const services = "not supported as a module: restart a service from a handler with command (argv: [systemctl, restart, NAME]); containerd has containerd_restart, which checks its health"
-
 // moduleHints maps Ansible module names (short, without a collection) that
 // nodeconverge does not have to what to use instead.
 var moduleHints = map[string]string{
@@ -29,11 +27,7 @@ var moduleHints = map[string]string{
 	"apt_repository":   packages,
 	"yum_repository":   packages,
 	"rpm_key":          packages,
-	"service":          services,
-	"systemd":          services,
-	"systemd_service":  services,
-	"sysvinit":         services,
-	"modprobe":         "not supported: write /etc/modules-load.d/NAME.conf with copy, and load it now with command (argv: [modprobe, NAME])",
+	"sysvinit":         "not supported: nodeconverge drives systemd; use service or systemd",
 	"mount":            "not supported: nodeconverge does not manage mounts; write the unit or fstab whole with copy",
 	"user":             "not supported: nodeconverge does not manage users",
 	"group":            "not supported: nodeconverge does not manage groups",

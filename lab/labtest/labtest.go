@@ -68,6 +68,8 @@ var mountedPrefixes = []string{
 	"/etc/containerd", "/etc/sysctl.d", "/etc/cni/net.d", "/run/containerd", "/run/nri", "/var/lib/containerd",
 	"/var/lib/nodeconverge", "/root", "/usr/local/sbin", "/usr/local/nvidia",
 	"/proc/sys/fs/inotify/max_user_instances", "/proc/sys/fs/inotify/max_user_watches",
+	"/etc/modules-load.d", "/etc/modprobe.d", "/etc/systemd/system", "/run/systemd", "/lib/modules",
+	"/proc/modules", "/proc/1/comm",
 }
 
 // RepoRoot returns the repository root, found from this source file's location so tests in any package

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,11 +64,16 @@ func TestIncidentLab(t *testing.T) {
 	})
 
 	t.Run("root has no shell startup files and PATH finds the stand-ins", func(t *testing.T) {
-		out, err := sshRun(l, l.Nodes[0], `ls -A /root; command -v systemctl; command -v journalctl`)
+		out, err := sshRun(l, l.Nodes[0], `ls -A /root; command -v systemctl; command -v journalctl; command -v modprobe; command -v lsmod`)
 		if err != nil {
 			t.Fatalf("ssh: %v\n%s", err, out)
 		}
-		want := ".ssh\n/usr/local/sbin/systemctl\n/usr/local/sbin/journalctl\n"
+		want := ".ssh\n/usr/local/sbin/systemctl\n/usr/local/sbin/journalctl\n/usr/local/sbin/modprobe\n/usr/local/sbin/lsmod\n"
+		if _, err := os.Stat("/proc/modules"); err != nil {
+			// A kernel without loadable modules: the /proc/modules stand-in
+			// for the node's Python lives in root's .local (no shell reads it).
+			want = ".local\n" + want
+		}
 		if out != want {
 			t.Errorf("got %q, want %q", out, want)
 		}
@@ -360,5 +366,72 @@ func TestBuiltGenerationsRun(t *testing.T) {
 				t.Errorf("ctr version does not show the server's %s*:\n%s", g.version, out)
 			}
 		})
+	}
+}
+
+// TestStandIns: the modprobe stand-in keeps real state per node (a load
+// brings its dependencies, counted as used; a used or built-in module is
+// not removed; an unknown one is not found), and the systemctl stand-in
+// runs a unit file's service as a real process, makes and reads the real
+// enable and mask links, and holds a changed unit file back until
+// daemon-reload, as systemd does.
+func TestStandIns(t *testing.T) {
+	l := Start(t, Options{Nodes: 2, Scenario: "clean", NoContainerd: true})
+	n, other := l.Nodes[0].Name, l.Nodes[1].Name
+	l.Exec(t, n, "modprobe", "br_netfilter")
+	if out := l.Exec(t, n, "lsmod"); !regexp.MustCompile(`(?m)^bridge\s+\d+\s+1 br_netfilter$`).MatchString(out) || !strings.Contains(out, "br_netfilter") {
+		t.Errorf("lsmod after modprobe br_netfilter:\n%s", out)
+	}
+	if out := l.Exec(t, other, "lsmod"); strings.Contains(out, "br_netfilter") {
+		t.Errorf("the other node sees the module:\n%s", out)
+	}
+	for _, c := range [][]string{{"modprobe", "-r", "bridge"}, {"modprobe", "-r", "ext4"}, {"modprobe", "no_such_module"}, {"modprobe", "--first-time", "br_netfilter"}} {
+		if out, err := l.TryExec(n, c...); err == nil {
+			t.Errorf("%v succeeded: %s", c, out)
+		}
+	}
+	l.Exec(t, n, "modprobe", "-r", "br_netfilter")
+	if out := l.Exec(t, n, "lsmod"); strings.Contains(out, "bridge") {
+		t.Errorf("modprobe -r left an unused dependency:\n%s", out)
+	}
+	if out := l.Exec(t, n, "/usr/bin/python3", "-c", "print(open('/proc/modules').read())"); !strings.Contains(out, "x_tables") {
+		t.Errorf("python on the node reads /proc/modules as %q", out)
+	}
+
+	unit := "[Service]\nExecStart=/bin/sleep 1000\n[Install]\nWantedBy=multi-user.target\n"
+	l.Exec(t, n, "sh", "-c", "printf '%s' \"$1\" > /etc/systemd/system/demo.service", "sh", unit)
+	if out, _ := l.TryExec(n, "systemctl", "is-enabled", "demo"); strings.TrimSpace(out) != "disabled" {
+		t.Errorf("is-enabled before enable: %q", out)
+	}
+	l.Exec(t, n, "systemctl", "enable", "demo")
+	if target, err := os.Readlink(l.NodePath(n, "/etc/systemd/system/multi-user.target.wants/demo.service")); err != nil || target != "/etc/systemd/system/demo.service" {
+		t.Errorf("enable link: %q %v", target, err)
+	}
+	l.Exec(t, n, "systemctl", "start", "demo")
+	pid := strings.TrimPrefix(strings.TrimSpace(l.Exec(t, n, "systemctl", "show", "-p", "MainPID", "demo")), "MainPID=")
+	if b, err := os.ReadFile("/proc/" + pid + "/cmdline"); err != nil || !strings.HasPrefix(string(b), "/bin/sleep") {
+		t.Errorf("demo's MainPID %s is not its sleep: %q %v", pid, b, err)
+	}
+	l.Exec(t, n, "sh", "-c", "echo '# changed' >> /etc/systemd/system/demo.service")
+	if out := l.Exec(t, n, "systemctl", "show", "--property=NeedDaemonReload", "demo"); strings.TrimSpace(out) != "NeedDaemonReload=yes" {
+		t.Errorf("after a change: %q", out)
+	}
+	l.Exec(t, n, "systemctl", "daemon-reload")
+	if out := l.Exec(t, n, "systemctl", "show", "--property=NeedDaemonReload", "demo"); strings.TrimSpace(out) != "NeedDaemonReload=no" {
+		t.Errorf("after daemon-reload: %q", out)
+	}
+	l.Exec(t, n, "systemctl", "stop", "demo")
+	if out, err := l.TryExec(n, "systemctl", "is-active", "demo"); err == nil || strings.TrimSpace(out) != "inactive" {
+		t.Errorf("after stop: %q %v", out, err)
+	}
+	l.Exec(t, n, "systemctl", "mask", "other")
+	if out, _ := l.TryExec(n, "systemctl", "is-enabled", "other"); strings.TrimSpace(out) != "masked" {
+		t.Errorf("masked: %q", out)
+	}
+	if _, err := l.TryExec(n, "systemctl", "start", "other"); err == nil {
+		t.Error("a masked unit started")
+	}
+	if out, err := l.TryExec(other, "systemctl", "is-enabled", "demo"); err == nil {
+		t.Errorf("the other node has demo: %q", out)
 	}
 }
