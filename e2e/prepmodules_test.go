@@ -121,8 +121,8 @@ func TestNodePrepModulesLikeAnsible(t *testing.T) {
 		pb, _ = filepath.Abs(pb)
 		name := filepath.Base(filepath.Dir(pb))
 		t.Run(name, func(t *testing.T) {
-			la := labtest.Start(t, labtest.Options{Nodes: 2, Scenario: "clean", NoContainerd: true})
-			ln := labtest.Start(t, labtest.Options{Nodes: 2, Scenario: "clean", NoContainerd: true})
+			la := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", NoContainerd: true})
+			ln := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", NoContainerd: true})
 			before := map[string]map[string]string{}
 			for _, n := range ln.Nodes {
 				before[n.Name] = prepState(t, ln, n.Name)
