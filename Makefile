@@ -10,8 +10,9 @@ SCENARIO ?= incident
 CONTAINERD2 := bin/containerd2
 CONTAINERD17 := bin/containerd17
 NVIDIA_CTK := bin/nvidia-ctk
+CRICTL := bin/crictl
 
-.PHONY: deps build test vet fmt-check shellcheck lab-up lab-down demo containerd2 containerd17 nvidia-ctk corpus faults bench clean
+.PHONY: deps build test vet fmt-check shellcheck lab-up lab-down demo containerd2 containerd17 nvidia-ctk crictl corpus faults bench clean
 
 # Installs (apt) what the demo, the tests and the bench need; does nothing when
 # all of it is present. Every entry point below calls it first.
@@ -35,9 +36,9 @@ shellcheck:
 	shellcheck $$(git ls-files '*.sh' 2>/dev/null || find . -name '*.sh' -not -path './lab/containerd2/*' -not -path './lab/containerd17/*')
 
 # The end-to-end tests start real sshd and containerd lab nodes; they need root.
-test: deps fmt-check vet shellcheck containerd2 containerd17 nvidia-ctk
+test: deps fmt-check vet shellcheck containerd2 containerd17 nvidia-ctk crictl
 	NODECONVERGE_CONTAINERD2="$(CURDIR)/$(CONTAINERD2)" NODECONVERGE_CONTAINERD17="$(CURDIR)/$(CONTAINERD17)" \
-	NODECONVERGE_NVIDIA_CTK="$(CURDIR)/$(NVIDIA_CTK)" \
+	NODECONVERGE_NVIDIA_CTK="$(CURDIR)/$(NVIDIA_CTK)" NODECONVERGE_CRICTL="$(CURDIR)/$(CRICTL)" \
 		$(GO) test -race -count=1 -timeout 60m -skip '^TestCorpusMatrix$$' ./...
 
 containerd2:
@@ -53,6 +54,11 @@ containerd17:
 nvidia-ctk:
 	lab/nvidia-ctk/build.sh $(NVIDIA_CTK)
 
+# crictl from sigs.k8s.io/cri-tools (lab/crictl pins the version): the health gate's fallback when a
+# node's sshd does not forward the containerd socket; the e2e tests put it on lab nodes.
+crictl:
+	lab/crictl/build.sh $(CRICTL)
+
 # The corpus matrix (kept out of `make test`: about 15-20 min per containerd generation on a loaded
 # 2-core machine, 57 min for all three): every public config in e2e/testdata/corpus x {alone, the incident's drop-ins,
 # the GPU Operator's drop-in} x {containerd 1.6, 1.7, 2.x}, with the shipped playbook; writes the
@@ -66,8 +72,8 @@ corpus: deps containerd2 containerd17
 # unreachable hosts, kills mid-run, broken CRI after a restart, SIGTERM mid-restart, injection and
 # secret probes) on lab nodes, containerd 1.6 and 2.x. `make test` runs these too (they are e2e
 # tests); this target runs only them, for working on one fault class.
-faults: deps containerd2
-	NODECONVERGE_CONTAINERD2="$(CURDIR)/$(CONTAINERD2)" \
+faults: deps containerd2 crictl
+	NODECONVERGE_CONTAINERD2="$(CURDIR)/$(CONTAINERD2)" NODECONVERGE_CRICTL="$(CURDIR)/$(CRICTL)" \
 		$(GO) test -race -count=1 -timeout 20m -v -run '^TestFault' ./e2e/
 
 lab-up: deps build

@@ -1,6 +1,6 @@
 #!/bin/sh
-# build-containerd.sh MODULE_DIR OUT [CTR_OUT] — build containerd (and
-# optionally its ctr) from one of the lab's nested modules: lab/containerd2
+# build-containerd.sh MODULE_DIR OUT [CTR_OUT] — build containerd, its runc
+# shim (OUT-shim-runc-v2) and optionally its ctr from one of the lab's nested modules: lab/containerd2
 # (github.com/containerd/containerd/v2) or lab/containerd17
 # (github.com/containerd/containerd v1.7.x). Each module's build.sh calls this
 # with its own directory, so every generation is built, cached and locked the
@@ -66,6 +66,13 @@ build() { # build OUT PKG
 }
 
 build "$1" .
+# The generation's own runc shim beside it (OUT-shim-runc-v2): a daemon of
+# another generation than Debian's 1.6 cannot start sandboxes with the 1.6
+# shim, and the lab's systemctl stand-in puts this one first on the
+# daemon's PATH.
+if [ -d "$here/shim" ]; then
+	build "$1-shim-runc-v2" ./shim
+fi
 if [ $# -eq 2 ]; then
 	build "$2" ./ctr
 fi

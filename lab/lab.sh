@@ -11,6 +11,7 @@
 #   lab.sh exec --dir DIR NAME -- CMD...
 #   lab.sh stop-sshd --dir DIR NAME
 #   lab.sh start-sshd --dir DIR NAME
+#   lab.sh import-image --dir DIR NAME
 #   lab.sh status --dir DIR
 set -euo pipefail
 
@@ -50,7 +51,7 @@ die() {
 log() { echo "lab.sh: $*" >&2; }
 
 usage() {
-	sed -n '7,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '7,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -123,6 +124,14 @@ ensure_packages() {
 # ---------------------------------------------------------------------------------------------------
 # up
 
+# build_standins: the runc stand-in and the sandbox image (lab/build-standins.sh, cached in the
+# repository's bin/, or LAB_STANDIN_DIR).
+build_standins() {
+	STANDIN_DIR=${LAB_STANDIN_DIR:-$LAB_SRC/../bin}
+	"$LAB_SRC/build-standins.sh" "$STANDIN_DIR" || die "building the lab's stand-ins failed"
+	STANDIN_DIR=$(cd "$STANDIN_DIR" && pwd)
+}
+
 write_scenario() {
 	local name=$1 nd=$2 s=$LAB_SRC/scenarios
 	case $SCENARIO in
@@ -143,6 +152,76 @@ write_scenario() {
 	none) ;;
 	*) die "unknown scenario $SCENARIO" ;;
 	esac
+}
+
+# nvidia_standin NAME: the STAND-IN for one of the toolkit's runtimes (no GPU here). Like the real
+# one it ends in runc (the node's runc stand-in, first on PATH); it logs each call, one line with its
+# name and arguments, to /usr/local/nvidia/toolkit/invocations.log, so a test sees that containerd
+# really ran a container through that handler.
+nvidia_standin() {
+	printf '#!/bin/sh\n# lab STAND-IN for %s (no GPU here): logs the call, then behaves as plain runc.\n' "$1"
+	# shellcheck disable=SC2016
+	printf '%s\n' 'printf '\''%s %s\n'\'' "${0##*/}" "$*" >>/usr/local/nvidia/toolkit/invocations.log' 'exec runc "$@"'
+}
+
+# runc_standin NAME NODE_DIR: /usr/local/sbin/runc of a node, the runc STAND-IN: lab-runc
+# (lab/standins/labrunc) turns systemd cgroups into cgroupfs ones under this node's own subtree and
+# copes with the missing CAP_SYS_RESOURCE, then execs /usr/sbin/runc. It logs each call to
+# NODE_DIR/runc.log.
+runc_standin() {
+	printf '#!/bin/sh\n# lab STAND-IN for runc (see lab/standins/labrunc and lab/README.md).\n'
+	# shellcheck disable=SC2016
+	printf 'exec %s -lab-cgroup=%s -lab-log=%s -- "$@"\n' "'$STANDIN_DIR/lab-runc'" "'$(cgroup_key "$1")'" "'$2/runc.log'"
+}
+
+# cgroup_key NAME: the cgroupfs subtree (below each controller's mount) that a node's containers run
+# in; lab-runc puts them there, and `down` ends what is left in it.
+cgroup_key() { echo "/nodeconverge-lab/$(basename "$DIR")/$1"; }
+
+# import_image_in NAME: the lab's sandbox image into the node's containerd (namespace k8s.io, where
+# the CRI plugin looks), from the OCI archive build-standins.sh made: the lab has no registry, and
+# nothing in the lab ever pulls. Idempotent (the same digests each time).
+import_image_in() {
+	nsenter -m -t "$(holder_pid "$1")" --wd=/ -- env -i PATH="$NODE_PATH_ENV" \
+		ctr --address /run/containerd/containerd.sock -n k8s.io images import "$STANDIN_DIR/lab-sandbox-image.tar" \
+		>"$(node_dir "$1")/import.out" 2>&1
+}
+
+# import_image_offline NAME: the sandbox image into a node whose containerd refuses its config
+# (omen in the incident): a containerd of the node's binary on a minimal config with the node's own
+# root (/var/lib/containerd, where images live) and a socket of its own serves the import, then
+# stops. The node's daemon finds the image there once a run repairs its config.
+import_image_offline() {
+	local nd bin
+	nd=$(node_dir "$1")
+	bin=$(<"$nd/containerd-bin")
+	printf 'version = 2
+root = "/var/lib/containerd"
+state = "/run/containerd/lab-import"
+[grpc]
+  address = "/run/containerd/lab-import.sock"
+' >"$nd/import-config.toml"
+	# shellcheck disable=SC2016 # the script expands its own arguments, in the node
+	nsenter -m -t "$(holder_pid "$1")" --wd=/ -- env -i PATH="$NODE_PATH_ENV" sh -c '
+		"$1" --config "$2" >"$3/import-daemon.log" 2>&1 &
+		pid=$!
+		i=0
+		until ctr --address /run/containerd/lab-import.sock version >/dev/null 2>&1; do
+			i=$((i + 1))
+			if [ "$i" -gt 600 ] || ! kill -0 "$pid" 2>/dev/null; then
+				echo "import daemon did not answer" >&2
+				kill -KILL "$pid" 2>/dev/null
+				exit 1
+			fi
+			sleep 0.1
+		done
+		ctr --address /run/containerd/lab-import.sock -n k8s.io images import "$4"
+		rc=$?
+		kill -TERM "$pid"
+		wait "$pid"
+		rm -rf /run/containerd/lab-import /run/containerd/lab-import.sock
+		exit "$rc"' import "$bin" "$nd/import-config.toml" "$nd" "$STANDIN_DIR/lab-sandbox-image.tar" \
+		>"$nd/import.out" 2>&1
 }
 
 # setup_node I NAME: everything on disk for one node, then start its namespace holder and sshd.
@@ -174,12 +253,12 @@ setup_node() {
 	ln -sfn /lib/systemd/system/containerd.service "$nd/etc/systemd/system/multi-user.target.wants/containerd.service"
 	echo "${JOURNALCTL_SRC//@NODE@/$nd}" >"$nd/usr/local/sbin/journalctl"
 	for f in nvidia-container-runtime nvidia-container-runtime.cdi nvidia-container-runtime.legacy; do
-		printf '#!/bin/sh\n# lab stand-in for %s (no GPU here): behaves as plain runc.\nexec runc "$@"\n' "$f" \
-			>"$nd/usr/local/nvidia/toolkit/$f"
+		nvidia_standin "$f" >"$nd/usr/local/nvidia/toolkit/$f"
 	done
+	runc_standin "$name" "$nd" >"$nd/usr/local/sbin/runc"
 	chmod 700 "$nd/root" "$nd/root/.ssh"
 	chmod 600 "$nd/root/.ssh/authorized_keys"
-	chmod 755 "$nd/usr/local/sbin/systemctl" "$nd/usr/local/sbin/journalctl" "$nd/usr/local/sbin/modprobe" "$nd/usr/local/sbin/lsmod" "$nd"/usr/local/nvidia/toolkit/*
+	chmod 755 "$nd/usr/local/sbin/systemctl" "$nd/usr/local/sbin/journalctl" "$nd/usr/local/sbin/modprobe" "$nd/usr/local/sbin/lsmod" "$nd/usr/local/sbin/runc" "$nd"/usr/local/nvidia/toolkit/*
 	echo "$CONTAINERD_BIN" >"$nd/containerd-bin"
 	# A node built with another containerd (a 2.x build) has it first on
 	# PATH, as a real 2.x node would: modules ask the node's own binary.
@@ -359,6 +438,7 @@ cmd_up() {
 	ensure_packages
 	if [[ -z $CONTAINERD_BIN ]]; then CONTAINERD_BIN=$(command -v containerd); fi
 	[[ -x $CONTAINERD_BIN ]] || die "up: containerd binary $CONTAINERD_BIN is not executable"
+	build_standins
 	SYSTEMCTL_SRC=$(<"$LAB_SRC/systemctl.sh")
 	MODPROBE_SRC=$(<"$LAB_SRC/modprobe.sh")
 	LSMOD_SRC=$(<"$LAB_SRC/lsmod.sh")
@@ -410,15 +490,33 @@ cmd_up() {
 			bg "$name" start_containerd_in "$name"
 		done
 		bg_wait
+		local -A down=()
 		for name in "${BG_FAILED[@]+"${BG_FAILED[@]}"}"; do
 			if [[ $SCENARIO == incident && $name == omen ]]; then
 				log "node omen: containerd refused its config, as in the incident: $(grep -m1 -o 'failed to load TOML[^"]*' "$(node_dir omen)/containerd.log" || true)"
+				down[$name]=1
 			else
 				cat "$(node_dir "$name")/start.out" >&2
 				die "node $name: containerd did not start"
 			fi
 		done
 		log "containerd started after $((SECONDS - t0))s"
+		BG_FAILED=()
+		# omen's daemon refuses its config: its image goes in through a daemon of its own (its
+		# /var/lib/containerd keeps the import for when a run repairs the config).
+		for name in "${NAMES[@]}"; do
+			if [[ -n ${down[$name]:-} ]]; then
+				bg "$name" import_image_offline "$name"
+			else
+				bg "$name" import_image_in "$name"
+			fi
+		done
+		bg_wait
+		for name in "${BG_FAILED[@]+"${BG_FAILED[@]}"}"; do
+			cat "$(node_dir "$name")/import.out" >&2
+			die "node $name: importing the sandbox image failed"
+		done
+		log "sandbox image imported after $((SECONDS - t0))s"
 	fi
 	echo "$DIR"
 }
@@ -551,6 +649,28 @@ kill_namespaces() {
 	[[ -z $pids ]] || die "processes keep appearing in the lab's namespaces: $pids"
 }
 
+# sweep_cgroups: the containers a node's containerd started (pod sandboxes) run in mount namespaces
+# of their own, so kill_namespaces does not see them once their shim is gone; lab-runc put them in
+# cgroups under cgroup_key, where they are found, killed, and their cgroups removed.
+sweep_cgroups() {
+	local base pids
+	base=/nodeconverge-lab/$(basename "$DIR")
+	local d dirs=()
+	for d in /sys/fs/cgroup/*"$base" /sys/fs/cgroup"$base"; do
+		[[ -d $d ]] && dirs+=("$d")
+	done
+	((${#dirs[@]})) || return 0
+	for _ in 1 2 3; do
+		pids=$( (find "${dirs[@]}" -name cgroup.procs -exec cat {} + 2>/dev/null || true) | sort -u)
+		[[ -n $pids ]] || break
+		# shellcheck disable=SC2086
+		kill -KILL $pids 2>/dev/null || true
+		# shellcheck disable=SC2086
+		wait_dead 5 $pids || true
+	done
+	find "${dirs[@]}" -depth -type d -exec rmdir {} + 2>/dev/null || true
+}
+
 cmd_down() {
 	local purge=0
 	while (($#)); do
@@ -572,6 +692,7 @@ cmd_down() {
 	# survived (an nsenter still in setns cannot exist: it execs immediately).
 	kill_namespaces "$nsfile"
 	rm -f "$nsfile"
+	sweep_cgroups
 	local nd
 	for nd in "$DIR"/nodes/*/; do
 		rm -f "$nd/holder.pid" "$nd/sshd.pid" "$nd/containerd.pid"
@@ -654,6 +775,17 @@ cmd_start_sshd() {
 	wait_listening "$addr:$PORT"
 }
 
+# import-image: the sandbox image into a node whose containerd was not running at `up` (scenario
+# none, --no-containerd, omen's refused config) once a test has started it.
+cmd_import_image() {
+	parse_dir_name "$@"
+	build_standins
+	import_image_in "$NAME" || {
+		cat "$(node_dir "$NAME")/import.out" >&2
+		die "node $NAME: importing the sandbox image failed"
+	}
+}
+
 cmd_status() {
 	while (($#)); do
 		case $1 in
@@ -685,6 +817,7 @@ main() {
 	exec) cmd_exec "$@" ;;
 	stop-sshd) cmd_stop_sshd "$@" ;;
 	start-sshd) cmd_start_sshd "$@" ;;
+	import-image) cmd_import_image "$@" ;;
 	status) cmd_status "$@" ;;
 	-h | --help | help) usage ;;
 	*) die "unknown subcommand $sub" ;;

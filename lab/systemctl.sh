@@ -130,6 +130,14 @@ do_start() {
 	if alive "$p"; then return 0; fi
 	bin=containerd
 	if [ -r "$BINFILE" ]; then bin=$(cat "$BINFILE"); fi
+	# The daemon's own generation's runc shim first on its PATH: a lab build of containerd has one
+	# beside it (BIN-shim-runc-v2, lab/build-containerd.sh); Debian's 1.6 shim cannot start a 1.7 or
+	# 2.x daemon's sandboxes. The daemon resolves the shim once, so this is done before it starts.
+	shim=/usr/local/sbin/containerd-shim-runc-v2
+	case $bin in
+	/*) if [ -x "$bin-shim-runc-v2" ]; then ln -sf "$bin-shim-runc-v2" "$shim"; else rm -f "$shim"; fi ;;
+	*) rm -f "$shim" ;;
+	esac
 	printf '%s lab systemctl: starting %s --config /etc/containerd/config.toml\n' "$(date -Is)" "$bin" >>"$LOG"
 	# Every fd of the daemon is redirected: an inherited pipe would keep the caller's SSH session open
 	# until containerd exits.

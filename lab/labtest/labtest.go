@@ -345,3 +345,32 @@ func (l *Lab) HashTree(t testing.TB, node string) map[string]string {
 	}
 	return sums
 }
+
+// ImportSandboxImage imports the lab's sandbox image (the pause stand-in, under the usual
+// registry.k8s.io/pause tags) into the node's containerd, for a node whose daemon was not running at
+// `up` (scenario none, NoContainerd, omen's refused config) and now is.
+func (l *Lab) ImportSandboxImage(t testing.TB, node string) {
+	t.Helper()
+	l.run(t, "import-image", "--dir", l.Dir, node)
+}
+
+// Containers lists the ids of the containers (pod sandboxes included) in the node's containerd, in
+// the CRI's namespace: what a proof must leave empty.
+func (l *Lab) Containers(t testing.TB, node string) []string {
+	t.Helper()
+	return strings.Fields(l.Exec(t, node, "ctr", "-n", "k8s.io", "containers", "ls", "-q"))
+}
+
+// ActiveSnapshots lists the node's active (writable) snapshots in the CRI's namespace: a container
+// or sandbox that was not removed leaves one; image layers are committed snapshots and do not count.
+func (l *Lab) ActiveSnapshots(t testing.TB, node string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(l.Exec(t, node, "ctr", "-n", "k8s.io", "snapshots", "ls"), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[len(f)-1] == "Active" {
+			out = append(out, f[0])
+		}
+	}
+	return out
+}
