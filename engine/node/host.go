@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"path"
 	"sort"
 	"strings"
@@ -53,6 +54,10 @@ type Stats struct {
 	RoundTrips    int64
 	BytesSent     int64
 	BytesReceived int64
+	// SocketDials counts the streams opened to a node's unix sockets
+	// (DialSocket): each is one more round trip to open, then carries a
+	// daemon's own protocol.
+	SocketDials int64
 }
 
 // Host implements Writer (and so Reader) over a Conn: each method is one
@@ -70,6 +75,7 @@ type Host struct {
 	roundTrips atomic.Int64
 	sent       atomic.Int64
 	received   atomic.Int64
+	dials      atomic.Int64
 }
 
 var _ transport.Writer = (*Host)(nil)
@@ -108,7 +114,22 @@ func (h *Host) Stats() Stats {
 		RoundTrips:    h.roundTrips.Load(),
 		BytesSent:     h.sent.Load(),
 		BytesReceived: h.received.Load(),
+		SocketDials:   h.dials.Load(),
 	}
+}
+
+// DialSocket opens a stream to the unix socket at path on the node over
+// the host's connection (transport.SocketConn); a connection that has no
+// way to do that fails wrapping transport.ErrNoSocket. It is not a script:
+// nothing queued is sent and the read cache stays.
+func (h *Host) DialSocket(ctx context.Context, path string) (net.Conn, error) {
+	sc, ok := h.conn.(transport.SocketConn)
+	if !ok {
+		return nil, fmt.Errorf("%s: dial %s: %w", h.Host(), path, transport.ErrNoSocket)
+	}
+	h.dials.Add(1)
+	// The connection's error names the host and the socket.
+	return sc.DialSocket(ctx, path)
 }
 
 // run sends s and returns its records, checking that the script got to its

@@ -1,6 +1,9 @@
 package transport
 
-import "context"
+import (
+	"context"
+	"net"
+)
 
 // readOnly holds a Writer but exposes only the Reader methods. The field is
 // unexported and not embedded, so neither a type assertion nor an interface
@@ -24,4 +27,35 @@ func (r readOnly) Query(ctx context.Context, q Query) (*Snapshot, error) {
 
 func (r readOnly) Stage(ctx context.Context, s StageRequest) ([]*CmdResult, error) {
 	return r.w.Stage(ctx, s)
+}
+
+// proveOnly holds a Writer but exposes only what a Prover may do: no Apply,
+// no Rollback.
+type proveOnly struct {
+	w Writer
+}
+
+// ProveOnly returns a Prover over w for a check-mode proof: a type
+// assertion of the result to Writer fails, so a proof cannot write a file
+// through it.
+func ProveOnly(w Writer) Prover {
+	return proveOnly{w: w}
+}
+
+func (p proveOnly) Host() string { return p.w.Host() }
+
+func (p proveOnly) Query(ctx context.Context, q Query) (*Snapshot, error) {
+	return p.w.Query(ctx, q)
+}
+
+func (p proveOnly) Stage(ctx context.Context, s StageRequest) ([]*CmdResult, error) {
+	return p.w.Stage(ctx, s)
+}
+
+func (p proveOnly) Exec(ctx context.Context, c Cmd) (*CmdResult, error) {
+	return p.w.Exec(ctx, c)
+}
+
+func (p proveOnly) DialSocket(ctx context.Context, path string) (net.Conn, error) {
+	return p.w.DialSocket(ctx, path)
 }

@@ -17,8 +17,10 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"path/filepath"
 	"strings"
 )
@@ -61,6 +63,24 @@ type ExactStdinConn interface {
 	Conn
 	ExactStdin() bool
 }
+
+// SocketConn is a Conn that can also open a stream to a unix socket on the
+// node, without running anything there: over SSH an OpenSSH
+// direct-streamlocal channel on the host's one connection (sshd connects to
+// the socket as the login user), locally the socket itself (under the host
+// root for --host-root). It is how a module speaks a daemon's own API (the
+// containerd CRI socket) instead of asking a CLI on the node.
+type SocketConn interface {
+	Conn
+	// DialSocket connects to the unix socket at path, an absolute path
+	// as the node sees it. The stream is closed by the caller; closing
+	// the Conn ends it too.
+	DialSocket(ctx context.Context, path string) (net.Conn, error)
+}
+
+// ErrNoSocket is what DialSocket returns, wrapped, where the connection has
+// no way to reach a node's unix socket.
+var ErrNoSocket = errors.New("this connection cannot open a node's unix socket")
 
 // CmdResult is what a remote command printed and how it ended.
 type CmdResult struct {
@@ -321,4 +341,20 @@ type Writer interface {
 	Rollback(ctx context.Context) ([]string, error)
 	// RunID is the id this run's backups and manifest are kept under.
 	RunID() string
+	// DialSocket opens a stream to a unix socket on the node (see
+	// SocketConn); it fails wrapping ErrNoSocket where the connection
+	// cannot.
+	DialSocket(ctx context.Context, path string) (net.Conn, error)
+}
+
+// Prover is what a proof of a running daemon receives (`apply --check
+// --prove`, explain --prove): it reads like a Reader, opens the daemon's
+// socket, and runs the commands a proof makes (crictl, when the socket
+// cannot be opened). A proof starts and removes a pod sandbox; it writes
+// no file. A Writer is a Prover too, which is how a restart's health gate
+// runs the same proof; ProveOnly gives check mode one without Apply.
+type Prover interface {
+	Reader
+	Exec(ctx context.Context, c Cmd) (*CmdResult, error)
+	DialSocket(ctx context.Context, path string) (net.Conn, error)
 }

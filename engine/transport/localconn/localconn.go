@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -208,6 +209,25 @@ func (l *local) Run(ctx context.Context, script string, stdin []byte) (*transpor
 	}
 	return res, nil
 }
+
+// DialSocket connects to the unix socket at path on this machine, or under
+// the host root: pull mode speaks to the node's daemons directly.
+func (l *local) DialSocket(ctx context.Context, p string) (net.Conn, error) {
+	if !path.IsAbs(p) {
+		return nil, fmt.Errorf("%s: socket path %q is not absolute", l.name, p)
+	}
+	if l.root != "" {
+		p = filepath.Join(l.root, p)
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: dial %s: %w", l.name, p, err)
+	}
+	return c, nil
+}
+
+var _ transport.SocketConn = (*local)(nil)
 
 // Name is the inventory name the connection was made for, for messages.
 func (l *local) Name() string { return l.name }

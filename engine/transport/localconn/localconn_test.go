@@ -2,10 +2,14 @@ package localconn
 
 import (
 	"context"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"nodeconverge/engine/transport"
 )
 
 // TestDialRefusesBadHostRoot: a host root without a shell, or whose
@@ -46,5 +50,35 @@ func TestDialRefusesBadHostRoot(t *testing.T) {
 	}
 	if got := string(res.Stdout); got != "/\n"+NodePath+"\n" {
 		t.Errorf("chrooted shell printed %q", got)
+	}
+}
+
+// TestDialSocketLocal: pull mode reaches the node's socket directly, and
+// under a host root the path is the root's.
+func TestDialSocketLocal(t *testing.T) {
+	root := t.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(root, "d.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Write([]byte("hi"))
+			c.Close()
+		}
+	}()
+	l := &local{name: "n1", shell: "sh", root: root}
+	c, err := l.DialSocket(context.Background(), "/d.sock")
+	if err != nil {
+		t.Fatalf("DialSocket under the root: %v", err)
+	}
+	b := make([]byte, 2)
+	if _, err := io.ReadFull(c, b); err != nil || string(b) != "hi" {
+		t.Errorf("read %q, %v", b, err)
+	}
+	c.Close()
+	if _, err := New("n1").(transport.SocketConn).DialSocket(context.Background(), filepath.Join(root, "none.sock")); err == nil {
+		t.Error("a missing socket dialled")
 	}
 }

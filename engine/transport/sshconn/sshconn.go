@@ -392,6 +392,31 @@ func (c *conn) Name() string { return c.name }
 // reads start where its data does.
 func (c *conn) ExactStdin() bool { return true }
 
+// DialSocket opens an OpenSSH direct-streamlocal channel to the unix socket
+// at path on the node, on the host's one connection: sshd connects to it as
+// the login user (not the become user), so nothing runs or is installed on
+// the node for it. An sshd with `AllowStreamLocalForwarding no` (or
+// DisableForwarding) refuses the channel; the error says so.
+func (c *conn) DialSocket(ctx context.Context, path string) (net.Conn, error) {
+	if !strings.HasPrefix(path, "/") {
+		return nil, fmt.Errorf("%s: socket path %q is not absolute", c.name, path)
+	}
+	nc, err := c.client.DialContext(ctx, "unix", path)
+	if err != nil {
+		var oe *ssh.OpenChannelError
+		if errors.As(err, &oe) {
+			// OpenSSH answers "connect failed" both when its config
+			// forbids the stream and when the socket cannot be opened,
+			// so the message names every cause.
+			return nil, fmt.Errorf("%s: sshd did not open a stream to %s: its sshd_config forbids it (AllowStreamLocalForwarding no, DisableForwarding yes), or the socket is missing or closed to the login user %s: %w", c.name, path, c.loginUser, err)
+		}
+		return nil, fmt.Errorf("%s: forward %s: %w", c.name, path, err)
+	}
+	return nc, nil
+}
+
+var _ transport.SocketConn = (*conn)(nil)
+
 // Close ends the sessions, the connection and its jump hosts.
 func (c *conn) Close() error {
 	c.closeOnce.Do(func() {
