@@ -125,6 +125,7 @@ applies exactly that plan and refuses any host whose files changed since.`,
 	}
 	f := fleetFlags(c, &o.Fleet)
 	f.BoolVarP(&o.Check, "check", "C", false, "plan only: change nothing, exit 2 when changes are pending")
+	f.BoolVar(&o.Prove, "prove", false, "with --check: also prove each host's running containerd, starting (and removing) a pod sandbox through every runtime the restart handler expects; writes no file, exits 1 when a runtime fails or cannot be proved")
 	f.DurationVar(&o.Timeout, "timeout", runner.DefaultTimeout, "bound on each task per host (a task's own timeout: wins); a host past it fails, the others go on")
 	f.DurationVar(&o.InterruptGrace, "interrupt-grace", runner.DefaultInterruptGrace, "after SIGINT/SIGTERM, how long steps in flight may finish before they are cut short and their hosts rolled back and restored")
 	f.BoolVarP(&o.Diff, "diff", "D", false, "show unified diffs of files and of the effective config")
@@ -179,6 +180,7 @@ func explainCmd() *cobra.Command {
 	f.BoolVar(&o.JSON, "json", false, "print JSON")
 	f.BoolVar(&o.All, "all", false, "also list keys that are built-in defaults")
 	f.StringVar(&o.Playbook, "playbook", "", "also show each value the playbook's containerd_settings tasks declare: in effect or not, and which file decides it")
+	f.BoolVar(&o.Prove, "prove", false, "also start (and remove) a pod sandbox through every runtime the daemon loaded; without it, explain only asks the daemon over its CRI API what it loaded")
 	return c
 }
 

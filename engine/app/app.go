@@ -85,6 +85,10 @@ type ApplyOptions struct {
 	Fleet
 	Playbooks []string
 	Check     bool
+	// Prove, with Check, proves every host's running containerd: a pod
+	// sandbox started (and removed) through every runtime; no file is
+	// written (runner.Options.Prove).
+	Prove     bool
 	Diff      bool
 	Verbose   bool
 	ExtraVars []string
@@ -212,7 +216,7 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 		out = os.Stdout
 	}
 	ropts := runner.Options{
-		Check: o.Check, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra, Timeout: o.Timeout,
+		Check: o.Check, Prove: o.Prove, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra, Timeout: o.Timeout,
 		InterruptGrace: o.InterruptGrace, Abort: o.Abort,
 		Dial: o.Dialer(), IsUnreachable: sshconn.IsUnreachable,
 		HostOptions: node.HostOptions{StateDir: o.StateDir},
@@ -240,6 +244,9 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	}
 	if o.Out != "" && !o.Check {
 		return report.ExitFailed, errors.New("--out saves a plan and needs --check")
+	}
+	if o.Prove && !o.Check {
+		return report.ExitFailed, errors.New("--prove is for check mode (--check): an apply proves every restart by itself")
 	}
 	var plays []*playbook.Play
 	byBook := map[string][]*playbook.Play{}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"nodeconverge/engine/fanout"
 	"nodeconverge/engine/inventory"
@@ -31,7 +33,10 @@ type ExplainOptions struct {
 	// modules that are a ctrconf.Declarer): in effect or not, and which
 	// file decides it.
 	Playbook string
-	Stdout   io.Writer
+	// Prove starts (and removes) a pod sandbox through every runtime;
+	// without it explain only asks the running daemon what it loaded.
+	Prove  bool
+	Stdout io.Writer
 }
 
 // HostExplanation is one host's answer, or why there is none.
@@ -42,6 +47,12 @@ type HostExplanation struct {
 	// Declared are the playbook's declared values on this host (with
 	// --playbook).
 	Declared []ctrconf.DeclaredValue `json:"declared,omitempty"`
+	// Runtimes are the running daemon's view of each runtime (its CRI
+	// status) and, with --prove, whether a pod sandbox started through it.
+	Runtimes []module.Proof `json:"runtimes,omitempty"`
+	// ProofError says why the daemon could not be asked or a runtime did
+	// not prove.
+	ProofError string `json:"proof_error,omitempty"`
 }
 
 // Explain measures, per host, which file owns what in containerd's
@@ -84,7 +95,9 @@ func Explain(ctx context.Context, o ExplainOptions) (int, error) {
 	})
 	code := report.ExitOK
 	for _, e := range out {
-		if e.Error != "" {
+		// Without --prove a daemon that cannot be asked is reported, not a
+		// failure: explain reads files first of all.
+		if e.Error != "" || o.Prove && e.ProofError != "" {
 			code = report.ExitFailed
 		}
 	}
@@ -117,12 +130,38 @@ func explainHost(ctx context.Context, dial func(context.Context, *inventory.Host
 			fmt.Fprintf(o.Stdout, "close %s: %v\n", h.Name, err)
 		}
 	}()
-	r := transport.ReadOnly(node.NewHost(c, node.HostOptions{}))
+	nh := node.NewHost(c, node.HostOptions{})
+	r := transport.ReadOnly(nh)
 	ex, err := ctrconf.Explain(ctx, r, o.Config, o.Containerd)
 	if err != nil {
 		return HostExplanation{Host: h.Name, Error: err.Error()}
 	}
-	return HostExplanation{Host: h.Name, Explanation: ex}
+	he := HostExplanation{Host: h.Name, Explanation: ex}
+	he.Runtimes, he.ProofError = explainRuntimes(ctx, transport.ProveOnly(nh), o)
+	return he
+}
+
+// explainRuntimes asks every registered module.Prover (containerd_restart)
+// with its default arguments (the node's own containerd, config and socket)
+// about every runtime the daemon loaded: the daemon's view, and with
+// --prove a sandbox through each. It writes no file.
+func explainRuntimes(ctx context.Context, p transport.Prover, o ExplainOptions) ([]module.Proof, string) {
+	var out []module.Proof
+	var errs []string
+	for _, name := range module.Names() {
+		m, _ := module.Lookup(name)
+		pm, ok := m.(module.Prover)
+		if !ok {
+			continue
+		}
+		args := m.NewArgs()
+		proofs, err := pm.Prove(ctx, p, args, module.ProveOptions{StatusOnly: !o.Prove, Loaded: true})
+		out = append(out, proofs...)
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	return out, strings.Join(errs, "; ")
 }
 
 func writeExplanation(w io.Writer, he HostExplanation, all bool) {
@@ -196,6 +235,7 @@ func writeExplanation(w io.Writer, he HostExplanation, all bool) {
 	for _, warn := range e.Warnings {
 		fmt.Fprintf(w, "  warning: %s\n", warn)
 	}
+	writeRuntimes(w, he, all)
 	if len(he.Declared) > 0 {
 		fmt.Fprintf(w, "  declared values (playbook):\n")
 	}
@@ -207,6 +247,68 @@ func writeExplanation(w io.Writer, he HostExplanation, all bool) {
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// writeRuntimes prints each runtime as the running daemon reports it,
+// next to its effective config (the keys the dump gives it), and its proof.
+func writeRuntimes(w io.Writer, he HostExplanation, all bool) {
+	if len(he.Runtimes) == 0 && he.ProofError == "" {
+		return
+	}
+	fmt.Fprintf(w, "  runtimes as the running daemon loaded them (its CRI status), and their proof by pod:\n")
+	for _, p := range he.Runtimes {
+		if p.Kind != "runtime" {
+			fmt.Fprintf(w, "    %s\n", sanitizeLine(report.ProofLine(p)))
+			continue
+		}
+		fmt.Fprintf(w, "    %s:", p.Name)
+		if p.Loaded {
+			fmt.Fprintf(w, " loaded by the daemon, runtime_type %s", p.RuntimeType)
+			keys := make([]string, 0, len(p.Options))
+			for k := range p.Options {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Fprintf(w, ", %s=%s", k, p.Options[k])
+			}
+		} else {
+			fmt.Fprintf(w, " NOT loaded by the daemon")
+		}
+		fmt.Fprintln(w)
+		for _, k := range he.Explanation.Keys {
+			if runtimeKey(k.Key, p.Name) && (all || k.File != "" && !(module.EffectiveChange{After: k.Value}).ZeroAfter()) {
+				fmt.Fprintf(w, "      effective %s = %s  <- %s\n", k.Key, k.Value, origin(k.File, k.ResetBy))
+			}
+		}
+		switch p.Status {
+		case module.ProofProved:
+			fmt.Fprintf(w, "      sandbox: started through it, READY, removed (%s)\n", p.Duration.Round(10*time.Millisecond))
+		case module.ProofSkipped:
+			fmt.Fprintf(w, "      sandbox: not started (--prove starts and removes one)\n")
+		default:
+			fmt.Fprintf(w, "      sandbox: %s: %s\n", strings.ToUpper(string(p.Status)), sanitizeLine(p.Reason))
+		}
+	}
+	if he.ProofError != "" && len(he.Runtimes) == 0 {
+		fmt.Fprintf(w, "    %s\n", sanitizeLine(he.ProofError))
+	}
+}
+
+// runtimeKey says whether an effective key belongs to runtime name.
+func runtimeKey(key, name string) bool {
+	return strings.Contains(key, ".runtimes."+name+".") || strings.Contains(key, ".runtimes."+strconv.Quote(name)+".") ||
+		strings.Contains(key, ".runtimes.'"+name+"'.")
+}
+
+// sanitizeLine keeps daemon text on its line.
+func sanitizeLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 // declaredSettings reads what every task of a playbook whose module is a

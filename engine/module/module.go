@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"sort"
 	"sync"
+	"time"
 
 	"nodeconverge/engine/transport"
 )
@@ -166,6 +167,76 @@ func (p *Plan) Changed() bool {
 	return p != nil && p.Skip == "" && (len(p.Files) > 0 || len(p.Commands) > 0 || len(p.Restart) > 0)
 }
 
+// ProofStatus is the outcome of one proof.
+type ProofStatus string
+
+// The outcomes of a proof.
+const (
+	ProofProved ProofStatus = "proved"
+	ProofFailed ProofStatus = "failed"
+	// ProofUnproven is a proof that could not be made (the daemon could
+	// not be asked): never a pass.
+	ProofUnproven ProofStatus = "unproven"
+	// ProofSkipped is a proof that does not apply here, and says why (a
+	// GPU workload on a node without a GPU).
+	ProofSkipped ProofStatus = "skipped"
+)
+
+// Proof is one thing checked against the running node rather than its
+// files: that a runtime handler starts a pod sandbox as the daemon itself
+// reports it, the daemon as a whole, a workload's output. It is data like
+// the rest of the plan, so every view (human text, JSON, Prometheus, HTML)
+// shows the same proof.
+type Proof struct {
+	// Kind is "runtime" (a CRI runtime handler), "workload" or "daemon".
+	Kind string `json:"kind"`
+	// Name is the runtime handler's name ("" for the daemon).
+	Name   string      `json:"name,omitempty"`
+	Status ProofStatus `json:"status"`
+	// Reason says why a proof failed, was unproven or skipped: for a
+	// runtime, the daemon's own error text.
+	Reason string `json:"reason,omitempty"`
+	// Via is how the daemon was reached.
+	Via string `json:"via,omitempty"`
+	// Detail is what was proved, in words.
+	Detail string `json:"detail,omitempty"`
+	// Output is a workload's output.
+	Output string `json:"output,omitempty"`
+	// Loaded, RuntimeType and Options are the runtime as the daemon
+	// reports it (its CRI status), not as files say.
+	Loaded      bool              `json:"loaded,omitempty"`
+	RuntimeType string            `json:"runtime_type,omitempty"`
+	Options     map[string]string `json:"options,omitempty"`
+	Duration    time.Duration     `json:"duration_ns"`
+}
+
+// Proven is implemented by an error that carries the proofs made before
+// the failure (a restart whose proof failed), so the report shows them.
+type Proven interface {
+	error
+	Proofs() []Proof
+}
+
+// Prover is implemented by a module that can prove the running node
+// without changing a file (containerd_restart: a pod sandbox through every
+// runtime). `apply --check --prove` calls it on every host the play
+// reaches, whether or not the module would run; h can start and remove a
+// sandbox but cannot write a file.
+type Prover interface {
+	Prove(ctx context.Context, h transport.Prover, args Args, o ProveOptions) ([]Proof, error)
+}
+
+// ProveOptions say how much a Prover does beyond its arguments.
+type ProveOptions struct {
+	// StatusOnly asks the daemon what it runs and starts nothing
+	// (`explain` without --prove): each runtime is reported with the
+	// daemon's view of it and status skipped.
+	StatusOnly bool
+	// Loaded covers every runtime the daemon loaded, not only those the
+	// arguments name (`explain`).
+	Loaded bool
+}
+
 // Result is what Apply did.
 type Result struct {
 	Changed bool         `json:"changed"`
@@ -186,6 +257,9 @@ type Result struct {
 	// Vars are return values known only after apply; they win over the
 	// plan's Vars in what `register:` keeps.
 	Vars map[string]any `json:"-"`
+	// Proofs are what the module proved of the running node; the report
+	// carries them on the task's result (report.TaskResult.Proofs).
+	Proofs []Proof `json:"-"`
 }
 
 // Hash is the fingerprint used in plans: hex SHA-256, "" for nil.

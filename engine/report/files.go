@@ -138,6 +138,11 @@ func (v View) shownResult(tr *TaskResult) *TaskResult {
 		res.Msg, res.Output = redact.Text(res.Msg), redact.Text(res.Output)
 		c.Result = &res
 	}
+	c.Proofs = nil
+	for _, p := range tr.Proofs {
+		p.Reason, p.Detail, p.Output = redact.Text(p.Reason), redact.Text(p.Detail), redact.Text(p.Output)
+		c.Proofs = append(c.Proofs, p)
+	}
 	return &c
 }
 
@@ -202,9 +207,35 @@ func WritePromSince(w io.Writer, r *Run, previous map[string]int64) error {
 			fmt.Fprintf(&b, "nodeconverge_last_success_timestamp_seconds{host=%q} %d\n", h, previous[h])
 		}
 	}
+	writeProofs(&b, r, hosts)
 	fmt.Fprintf(&b, "# HELP nodeconverge_run_exit_code Exit code of the last run.\n# TYPE nodeconverge_run_exit_code gauge\nnodeconverge_run_exit_code %d\n", r.ExitCode())
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeProofs adds each host's proofs by pod: one series per runtime
+// handler (and for the daemon or a workload) whose status label says the
+// outcome, and the time each took.
+func writeProofs(b *strings.Builder, r *Run, hosts []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.Proofs) == 0 {
+		return
+	}
+	b.WriteString("# HELP nodeconverge_runtime_proof 1 for the outcome (status: proved, failed, unproven, skipped) of the run's proof of a runtime handler (kind runtime), of the daemon as a whole (kind daemon) or of a workload, on the host.\n# TYPE nodeconverge_runtime_proof gauge\n")
+	for _, h := range hosts {
+		for _, p := range r.Proofs[h] {
+			fmt.Fprintf(b, "nodeconverge_runtime_proof{host=%q,kind=%q,runtime=%q,status=%q} 1\n", h, p.Kind, p.Name, string(p.Status))
+		}
+	}
+	b.WriteString("# HELP nodeconverge_runtime_proof_seconds How long the proof of a runtime handler took (a pod sandbox started, READY, stopped and removed).\n# TYPE nodeconverge_runtime_proof_seconds gauge\n")
+	for _, h := range hosts {
+		for _, p := range r.Proofs[h] {
+			if p.Kind == "runtime" {
+				fmt.Fprintf(b, "nodeconverge_runtime_proof_seconds{host=%q,runtime=%q} %.3f\n", h, p.Name, p.Duration.Seconds())
+			}
+		}
+	}
 }
 
 func b2i(b bool) int {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pmezard/go-difflib/difflib"
 
@@ -91,6 +92,13 @@ func (h *Human) Result(tr *TaskResult) {
 		fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(sanitize(redact.Text(tr.Result.Output)), "\n", "\n    "))
 	}
 	b.WriteString("\n")
+	for _, p := range tr.Proofs {
+		// What did not prove is said line by line, with the daemon's
+		// words; what did is in the message's summary.
+		if p.Status != module.ProofProved {
+			fmt.Fprintf(&b, "    proof: %s\n", sanitize(redact.Text(ProofLine(p))))
+		}
+	}
 	if tr.Plan != nil && (tr.Status == Changed || tr.Status == Failed) {
 		for _, d := range tr.Plan.Drift {
 			fmt.Fprintf(&b, "    drift: %s\n", sanitize(redact.Text(d)))
@@ -113,6 +121,46 @@ func (h *Human) Result(tr *TaskResult) {
 	// Last, the values of secret-named variables, wherever they ended
 	// up (a command line, a path, a message).
 	io.WriteString(h.W, redact.Values(b.String()))
+}
+
+// ProofLine is one proof in words: "runtime nvidia failed: ...".
+func ProofLine(p module.Proof) string {
+	what := p.Kind
+	if p.Name != "" {
+		what += " " + p.Name
+	}
+	s := fmt.Sprintf("%s %s", what, strings.ToUpper(string(p.Status)))
+	if p.Status == module.ProofProved {
+		s = fmt.Sprintf("%s proved in %s", what, p.Duration.Round(10*time.Millisecond))
+	}
+	if p.Reason != "" {
+		s += ": " + p.Reason
+	}
+	return s
+}
+
+// ProofSummary is a host's proofs on one line: each proved runtime with
+// its time, then each other outcome with its reason.
+func ProofSummary(ps []module.Proof) string {
+	var proved, other []string
+	for _, p := range ps {
+		if p.Status == module.ProofProved {
+			proved = append(proved, fmt.Sprintf("%s %s", p.Name, p.Duration.Round(10*time.Millisecond)))
+		} else {
+			other = append(other, ProofLine(p))
+		}
+	}
+	var parts []string
+	if len(proved) > 0 {
+		parts = append(parts, "proved (pod sandbox READY, removed): "+strings.Join(proved, ", "))
+	}
+	if len(other) > 0 {
+		parts = append(parts, strings.Join(other, "; "))
+	}
+	if len(parts) == 0 {
+		return "nothing to prove"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // PlanDiff renders a plan's file changes as unified diffs and its effective

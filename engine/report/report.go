@@ -49,6 +49,10 @@ type TaskResult struct {
 	// RolledBack lists the paths restored when a failure after a write
 	// undid the host's run.
 	RolledBack []string `json:"rolled_back,omitempty"`
+	// Proofs are what the task proved of the running node (a restart's
+	// proof by pod, `--prove`): one per runtime handler, proved, failed,
+	// unproven or skipped, with the reason.
+	Proofs []module.Proof `json:"proofs,omitempty"`
 	// Ignored says the task failed on a host where its ignore_errors
 	// kept the host in the play; the recap counts it as ignored, not
 	// failed.
@@ -87,7 +91,7 @@ func (tr *TaskResult) Shown() *TaskResult {
 		return tr
 	}
 	c := *tr
-	c.Plan, c.Result, c.Args, c.BaseDir = nil, nil, nil, ""
+	c.Plan, c.Result, c.Args, c.BaseDir, c.Proofs = nil, nil, nil, "", nil
 	c.Msg = NoLogMsg
 	switch {
 	case strings.Contains(tr.Msg, "ROLLBACK FAILED"):
@@ -141,6 +145,11 @@ type Run struct {
 	// Groups maps each host of the run to the inventory groups it is in
 	// ("all" left out), so a report can be read group by group.
 	Groups map[string][]string `json:"groups,omitempty"`
+	// Proofs are, per host, the proofs its results carried (the last of
+	// each kind and name), kept when a streamed run forgets the results:
+	// the Prometheus textfile is made from them. Not part of the JSON
+	// report (each result carries its own).
+	Proofs map[string][]module.Proof `json:"-"`
 	// Reads are, per host of a check-mode run, the fingerprints of what
 	// the plan was made from, for a saved plan to verify; not part of the
 	// JSON report.
@@ -183,6 +192,9 @@ func (r *Run) Add(tr *TaskResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.Results = append(r.Results, tr)
+	if len(tr.Proofs) > 0 && !tr.NoLog {
+		r.addProofs(tr.Host, tr.Proofs)
+	}
 	rc := r.recap(tr.Host)
 	switch tr.Status {
 	case OK:
@@ -207,6 +219,26 @@ func (r *Run) Add(tr *TaskResult) {
 	case Skipped:
 		rc.Skipped++
 	}
+}
+
+// addProofs keeps host's latest proof of each kind and name.
+func (r *Run) addProofs(host string, ps []module.Proof) {
+	if r.Proofs == nil {
+		r.Proofs = map[string][]module.Proof{}
+	}
+	have := r.Proofs[host]
+	for _, p := range ps {
+		replaced := false
+		for i := range have {
+			if have[i].Kind == p.Kind && have[i].Name == p.Name {
+				have[i], replaced = p, true
+			}
+		}
+		if !replaced {
+			have = append(have, p)
+		}
+	}
+	r.Proofs[host] = have
 }
 
 // AddError records a failure of the run itself.

@@ -229,6 +229,7 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 		at(ctx, s, "apply")
 	}
 	res, err := m.Apply(ctx, w, plan)
+	tr.Proofs = proofsOf(res, err)
 	if err != nil && res != nil && isImperative(m) {
 		// The command ran and failed: what it did is unknown, as after
 		// a success, and its result is what failed_when judges.

@@ -32,7 +32,11 @@ import (
 
 // Options configure one run.
 type Options struct {
-	Check     bool
+	Check bool
+	// Prove, with Check, proves the running node on every host through
+	// each module.Prover of the play (prove.go): a pod sandbox started
+	// and removed through every runtime; no file is written.
+	Prove     bool
 	Forks     int
 	Limit     string
 	ExtraVars map[string]any
@@ -714,6 +718,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 		}
 		failedInBatch += r.flushHandlers(ctx, p, active, notified, become)
 		failedInBatch += r.flushQueued(ctx, p, active)
+		failedInBatch += r.prove(ctx, p, active)
 		var still []*hostState
 		for _, s := range active {
 			if !s.out {

@@ -86,13 +86,36 @@ func testRestartGates(t *testing.T, g generation) {
 		t.Fatalf("restart on a healthy config: %v", err)
 	}
 	t.Logf("result: %s", res.Msg)
-	for _, want := range []string{"io.containerd.grpc.v1 cri ok", "runtimes nvidia, nvidia-cdi, nvidia-legacy, runc present"} {
+	for _, want := range []string{"io.containerd.grpc.v1 cri ok", "runtimes nvidia, nvidia-cdi, nvidia-legacy, runc present",
+		"pod sandbox READY through nvidia", "nvidia-cdi", "nvidia-legacy", "runc", "daemon unchanged across"} {
 		if !strings.Contains(res.Msg, want) {
 			t.Errorf("result %q does not say %q", res.Msg, want)
 		}
 	}
 	if g.version >= 3 && !strings.Contains(res.Msg, "io.containerd.cri.v1 runtime ok") {
 		t.Errorf("2.x result %q does not gate on io.containerd.cri.v1 runtime", res.Msg)
+	}
+	// The proof by pod: one proved sandbox per runtime, the default one
+	// included, each started through its handler and gone again.
+	proved := map[string]bool{}
+	for _, p := range res.Proofs {
+		if p.Kind == "runtime" && p.Status == module.ProofProved && p.Loaded && p.RuntimeType == "io.containerd.runc.v2" {
+			proved[p.Name] = true
+		}
+	}
+	for _, h := range []string{"nvidia", "nvidia-cdi", "nvidia-legacy", "runc"} {
+		if !proved[h] {
+			t.Errorf("runtime %s not proved: %+v", h, res.Proofs)
+		}
+	}
+	if left := l.Containers(t, n.Name); len(left) > 0 {
+		t.Errorf("the proof left containers behind: %v", left)
+	}
+	if left := l.ActiveSnapshots(t, n.Name); len(left) > 0 {
+		t.Errorf("the proof left active snapshots behind: %v", left)
+	}
+	if log, err := os.ReadFile(l.NodePath(n.Name, "/usr/local/nvidia/toolkit/invocations.log")); err != nil || !strings.Contains(string(log), "nvidia-container-runtime ") || !strings.Contains(string(log), " create ") {
+		t.Errorf("the nvidia stand-in was not run for a sandbox: %q %v", log, err)
 	}
 
 	// Run 2: a change that kills the CRI plugin. The handler must roll the

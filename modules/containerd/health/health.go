@@ -1,9 +1,13 @@
 // Package health gates a containerd restart on what the workload needs, not
 // on what `systemctl is-active` says: the unit is active, the CRI plugin (and
 // on 2.x the io.containerd.cri.v1 runtime and images plugins) loaded with
-// status ok, and every runtime the play expects is in the effective
-// configuration. The incident's aftershock was a daemon that was "active"
-// while its CRI plugin had failed with "too many open files".
+// status ok, every runtime the play expects is in the effective
+// configuration, and then the running daemon itself, asked over its CRI API
+// (modules/containerd/cri), reports those runtimes loaded and starts a pod
+// sandbox through each of them, and is still the same daemon at the end of
+// the settle window. The incident's aftershock was a daemon that was
+// "active" while its CRI plugin had failed with "too many open files"; its
+// last lesson was that only a pod proves a runtime.
 package health
 
 import (
@@ -17,6 +21,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"nodeconverge/engine/transport"
+	"nodeconverge/modules/containerd/cri"
 	"nodeconverge/modules/containerd/ctrconf"
 	"nodeconverge/modules/containerd/runtimeopts"
 )
@@ -33,7 +38,21 @@ type Options struct {
 	// have as the daemon decodes its options.
 	BinaryNames map[string]string
 	Timeout     time.Duration // deadline for the unit and the CRI plugin
+	// Prove says what the daemon's proof decides: ProveRequired (a proof
+	// that fails or cannot be made fails the gate), ProveBestEffort (only
+	// a failed proof fails it; unproven is reported), ProveOff (none).
+	Prove string
+	// Proof is the proof's own settings; Socket, Runtimes, SandboxImage and
+	// DefaultRuntime are filled in by the gate.
+	Proof cri.Options
 }
+
+// The proof modes.
+const (
+	ProveRequired   = "required"
+	ProveBestEffort = "best-effort"
+	ProveOff        = "off"
+)
 
 // Report is one gate round.
 type Report struct {
@@ -51,6 +70,9 @@ type Report struct {
 	// BinaryNames are the expected runtimes' BinaryName as the daemon's
 	// version decodes their options (see runtimeopts).
 	BinaryNames map[string]string `json:"binary_names,omitempty"`
+	// Proof is the running daemon's proof over its CRI API: its view of
+	// the runtimes, and a pod sandbox through each.
+	Proof *cri.Report `json:"proof,omitempty"`
 	// Failure says which gate failed and why; "" when all passed.
 	Failure string `json:"failure,omitempty"`
 	// Hint is advice for a known failure.
@@ -69,8 +91,12 @@ func (r *Report) String() string {
 		return "no gate result"
 	}
 	if r.OK() {
-		return fmt.Sprintf("healthy after %s: unit %s; %s; runtimes %s present",
+		s := fmt.Sprintf("healthy after %s: unit %s; %s; runtimes %s present",
 			r.Elapsed.Round(10*time.Millisecond), r.UnitState, r.plugins(), strings.Join(r.Runtimes, ", "))
+		if r.Proof != nil {
+			s += "; " + r.Proof.String()
+		}
+		return s
 	}
 	s := r.Failure
 	if r.Hint != "" {
@@ -174,8 +200,9 @@ func Query(o Options) transport.Query {
 // Gate runs one gate round in one round trip: it polls the unit and the CRI
 // plugins on the node until they pass, fail for good or the deadline
 // passes, then reads the plugin error text and the effective config.
-func Gate(ctx context.Context, h transport.Reader, o Options) (*Report, error) {
+func Gate(ctx context.Context, h transport.Prover, o Options) (*Report, error) {
 	start := time.Now()
+	var sandboxImage, defaultRuntime string
 	secs := gateSecs(o)
 	snap, err := h.Query(ctx, Query(o))
 	if err != nil {
@@ -224,6 +251,9 @@ func Gate(ctx context.Context, h transport.Reader, o Options) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("health gates: %w", err)
 		}
+		if eff.OK {
+			sandboxImage, defaultRuntime = DumpFacts(eff.Raw)
+		}
 		if !eff.OK {
 			r.Failure = fmt.Sprintf("%s --config %s config dump failed: %s", o.Containerd, o.Config, strings.TrimSpace(eff.Err))
 		} else if r.Runtimes, err = runtimes(eff.Raw); err != nil {
@@ -251,8 +281,79 @@ func Gate(ctx context.Context, h transport.Reader, o Options) (*Report, error) {
 			}
 		}
 	}
+	if r.Failure == "" && o.Prove != ProveOff {
+		r.Proof = Prove(ctx, h, o, sandboxImage, defaultRuntime)
+		switch {
+		case r.Proof.OK():
+		case r.Proof.IsUnproven() && o.Prove == ProveBestEffort:
+		case r.Proof.IsUnproven():
+			r.Failure = "the running containerd is not proved: " + r.Proof.String() +
+				" (set prove: best-effort on the restart handler to accept an unproven restart)"
+		default:
+			r.Failure = "the running containerd failed its proof: " + r.Proof.String()
+		}
+	}
 	r.Elapsed = time.Since(start)
 	return r, nil
+}
+
+// Prove asks the running daemon over its CRI API (modules/containerd/cri)
+// about the runtimes o expects, the sandbox image and default runtime as the
+// config dump names them (the daemon's own answer wins where it gives one).
+func Prove(ctx context.Context, h transport.Prover, o Options, sandboxImage, defaultRuntime string) *cri.Report {
+	po := o.Proof
+	po.Socket = o.Address
+	po.Runtimes = o.Runtimes
+	if po.SandboxImage == "" {
+		po.SandboxImage = sandboxImage
+	}
+	if po.DefaultRuntime == "" {
+		po.DefaultRuntime = defaultRuntime
+	}
+	return cri.Prove(ctx, h, po)
+}
+
+// ProveRunning proves the daemon as it runs now, with no restart (`apply
+// --check --prove`): the config dump of the live tree (one the run already
+// made answers from memory) names the sandbox image and default runtime.
+func ProveRunning(ctx context.Context, h transport.Prover, o Options) (*cri.Report, error) {
+	eff, err := effective(ctx, h, o)
+	if err != nil {
+		return nil, fmt.Errorf("prove the running containerd: %w", err)
+	}
+	var img, def string
+	if eff.OK {
+		img, def = DumpFacts(eff.Raw)
+	}
+	return Prove(ctx, h, o, img, def), nil
+}
+
+// DumpFacts reads the sandbox image and the default runtime out of a
+// `config dump`: on 1.x from the CRI plugin, on 2.x the images plugin's
+// pinned sandbox image and the runtime plugin's default.
+func DumpFacts(dump []byte) (sandboxImage, defaultRuntime string) {
+	var cfg map[string]any
+	if err := toml.Unmarshal(dump, &cfg); err != nil {
+		return "", ""
+	}
+	get := func(keys ...string) string {
+		var node any = cfg
+		for _, k := range keys {
+			m, ok := node.(map[string]any)
+			if !ok {
+				return ""
+			}
+			node = m[k]
+		}
+		s, _ := node.(string)
+		return s
+	}
+	if v, ok := cfg["version"].(int64); ok && v <= 2 {
+		return get("plugins", "io.containerd.grpc.v1.cri", "sandbox_image"),
+			get("plugins", "io.containerd.grpc.v1.cri", "containerd", "default_runtime_name")
+	}
+	return get("plugins", "io.containerd.cri.v1.images", "pinned_images", "sandbox"),
+		get("plugins", "io.containerd.cri.v1.runtime", "containerd", "default_runtime_name")
 }
 
 // effective is containerd's dump of the config tree at o.Config as the node

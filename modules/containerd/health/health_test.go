@@ -108,3 +108,36 @@ func TestBinaryNamesAsDecoded(t *testing.T) {
 		}
 	}
 }
+
+// TestDumpFactsFromRealDumps: the sandbox image and the default runtime as
+// each generation's own dump prints them (2.x keeps the image in the images
+// plugin's pinned_images, which its CRI status does not report).
+func TestDumpFactsFromRealDumps(t *testing.T) {
+	for _, c := range []struct {
+		gen     labtest.Generation
+		version int
+		image   string
+	}{
+		{labtest.Containerd16, 2, "registry.k8s.io/pause:3.6"},
+		{labtest.Containerd17, 2, "registry.k8s.io/pause:3.8"},
+		{labtest.Containerd2, 3, "registry.k8s.io/pause:3.10"},
+	} {
+		t.Run(string(c.gen), func(t *testing.T) {
+			bin := labtest.Containerd(t, c.gen)
+			dir := t.TempDir()
+			cfg := filepath.Join(dir, "config.toml")
+			body := "version = " + strconv.Itoa(c.version) + "\nroot = \"" + dir + "/root\"\nstate = \"" + dir + "/state\"\n"
+			if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dump, err := exec.Command(bin, "--config", cfg, "config", "dump").Output()
+			if err != nil {
+				t.Fatalf("config dump: %v", err)
+			}
+			img, def := DumpFacts(dump)
+			if !strings.HasPrefix(img, c.image) || def != "runc" {
+				t.Errorf("sandbox image %q, default runtime %q; want %s*, runc", img, def, c.image)
+			}
+		})
+	}
+}
