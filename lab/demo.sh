@@ -44,6 +44,24 @@ expect 0 "$nc" apply "${common[@]}" "$pb"
 step "Check mode on the converged lab (exit 0 = in sync)"
 expect 0 "$nc" apply "${common[@]}" --check "$pb"
 
+step "Proof by pod: each node's running containerd starts (and removes) a pod sandbox through every runtime; no file is written"
+expect 0 "$nc" apply "${common[@]}" --check --prove "$pb"
+
+step "nuc2's toolkit breaks (its nvidia-container-runtime exits 1): no file changed, yet --prove names the runtime and its error (exit 1)"
+cat >"$dir/nodes/nuc2/usr/local/nvidia/toolkit/nvidia-container-runtime" <<'EOF'
+#!/bin/sh
+# The demo's broken toolkit: it exits 1 with its error where runc's --log points, as the real one does.
+log=
+prev=
+for a in "$@"; do
+	[ "$prev" = --log ] && log=$a
+	prev=$a
+done
+[ -n "$log" ] && echo '{"level":"error","msg":"nvidia-container-runtime: driver not loaded"}' >>"$log"
+exit 1
+EOF
+expect 1 "$nc" apply "${common[@]}" --check --prove -l nuc2 "$pb"
+
 step "nvidia runtimes as containerd now loads them on every node"
 for n in nuc1 nuc2 omen omen2; do
 	printf '%-6s ' "$n"
