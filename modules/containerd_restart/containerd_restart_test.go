@@ -81,9 +81,18 @@ func testRestartGates(t *testing.T, g generation) {
 	if len(plan.Restart) != 1 || plan.Restart[0] != "containerd" || !plan.Changed() {
 		t.Fatalf("plan = %+v, want a containerd restart", plan)
 	}
+	before := h1.Stats()
 	res, err := m.Apply(ctx, h1, plan)
 	if err != nil {
 		t.Fatalf("restart on a healthy config: %v", err)
+	}
+	// The proof costs one stream to the daemon's socket and no script of
+	// its own: the restart's round trip carries the gate's reads, and the
+	// only other one is the dump of a tree no plan proved here (this test
+	// wrote the config without a Check).
+	if st := h1.Stats(); st.SocketDials-before.SocketDials != 1 || st.RoundTrips-before.RoundTrips > 2 {
+		t.Errorf("the restart and its proof took %d round trips and %d socket streams, want at most 2 and 1",
+			st.RoundTrips-before.RoundTrips, st.SocketDials-before.SocketDials)
 	}
 	t.Logf("result: %s", res.Msg)
 	for _, want := range []string{"io.containerd.grpc.v1 cri ok", "runtimes nvidia, nvidia-cdi, nvidia-legacy, runc present",
