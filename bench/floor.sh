@@ -10,7 +10,10 @@
 #   converge  the same reads, then the writes the fix needs: the sysctl file, applied with
 #             `sysctl -p`; a validated config.toml (staged, `containerd --config <staged> config
 #             dump`, renamed into place); the shadowing drop-in moved out of conf.d; one
-#             `systemctl restart containerd`, then polling `ctr plugins ls` until the CRI plugin is ok.
+#             `systemctl restart containerd`, then polling `ctr plugins ls` until the CRI plugin is ok,
+#             then the proof by pod (below).
+#   prove     the proof by pod alone: with the node's crictl, a host-network pod sandbox through each
+#             runtime (nvidia, nvidia-cdi, nvidia-legacy, runc; at once), READY, stopped, removed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:?usage: floor.sh DIR drift|converge|true}
@@ -22,9 +25,23 @@ reads='containerd config dump
 containerd --config /etc/containerd/config.toml config dump
 cat /etc/sysctl.d/99-inotify.conf /proc/sys/fs/inotify/max_user_instances /proc/sys/fs/inotify/max_user_watches
 cat /etc/containerd/config.toml /etc/containerd/conf.d/*.toml /etc/containerd/certs.d/harbor.lab/hosts.toml'
+# The proof by pod with crictl (bench/run.sh links it into every node): the essential work of a
+# health gate since issue 26, the same sandboxes nodeconverge starts. Run by the node's bash.
+# shellcheck disable=SC2016 # expanded on the node
+prove='ep=unix:///run/containerd/containerd.sock
+for h in nvidia nvidia-cdi nvidia-legacy runc; do
+	(cfg="{\"metadata\":{\"name\":\"floor-$h\",\"uid\":\"floor-$h\",\"namespace\":\"floor\"},\"linux\":{\"security_context\":{\"namespace_options\":{\"network\":2}}}}"
+	id=$(printf %s "$cfg" | crictl -r $ep --timeout 120s runp --runtime $h /dev/stdin 2>/dev/null) &&
+	[ "$(crictl -r $ep --timeout 60s inspectp -o go-template --template "{{.status.state}}" "$id" 2>/dev/null)" = SANDBOX_READY ] &&
+	crictl -r $ep --timeout 60s stopp "$id" >/dev/null 2>&1 && crictl -r $ep --timeout 60s rmp "$id" >/dev/null 2>&1) &
+done
+fail=0
+for j in 1 2 3 4; do wait -n || fail=1; done 2>/dev/null
+[ $fail = 0 ]'
 case $mode in
 true) script=true ;;
 drift) script=$reads ;;
+prove) script="bash -c '$prove'" ;;
 converge)
 	# The converged config.toml travels inside the script: still one connection and one session.
 	script="$reads 2>/dev/null || true
@@ -49,6 +66,8 @@ i=0
 until ctr plugins ls | awk '\$1 == \"io.containerd.grpc.v1\" && \$2 == \"cri\" { s = \$NF } END { exit s != \"ok\" }'; do
 	i=\$((i + 1)); [ \$i -lt 300 ]; sleep 0.1
 done"
+	# The converge's gate includes the proof by pod since issue 26.
+	script+=$'\n'"bash -c '$prove'"
 	;;
 *)
 	echo "floor.sh: unknown mode $mode" >&2

@@ -78,6 +78,12 @@ NC=$W/nodeconverge
 NC_SHA=$(sha256sum "$NC" | cut -c1-12)
 NC_REV=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$root" diff --quiet 2>/dev/null || echo '+dirty')
 read -r -a NODES <<<"$LAB_NODES"
+# The proof by pod's fallback, and the floor's and Ansible's way to start a sandbox: crictl on every
+# node (lab/crictl, built once and cached in bin/).
+if [[ -z $SCALE ]]; then
+	"$root/lab/crictl/build.sh" "$root/bin/crictl" >/dev/null 2>&1
+	for n in "${NODES[@]}"; do ln -sf "$root/bin/crictl" "$DIR/nodes/$n/usr/local/sbin/crictl"; done
+fi
 
 # Both tools read the lab's inventory: Ansible YAML with ansible_host/port/user/key, and
 # ansible_ssh_common_args naming the lab's known_hosts with StrictHostKeyChecking=yes.
@@ -152,6 +158,7 @@ print("\t".join(str(r[k]) for k in ("wall_s", "user_s", "sys_s", "maxrss_kb", "e
 run_tool() {
 	local wl=$1 tool=$2 run=$3 check=()
 	[[ $wl == drift ]] && check=(--check)
+	[[ $wl == prove ]] && check=(--check --prove)
 	case $tool in
 	nodeconverge) measure "$wl" "$tool" "$run" "$NC" "${NCARGS[@]}" "${check[@]}" "${NCREPORT[@]}" "$W/nc.yaml" ;;
 	nodeconverge-small) measure "$wl" "$tool" "$run" "$NC" "${NCARGS[@]}" "${check[@]}" -l "@$W/small.limit" \
@@ -165,6 +172,25 @@ run_tool() {
 	floor) measure "$wl" "$tool" "$run" "$here/floor.sh" "$DIR" "$wl" ;;
 	ssh-true) measure "$wl" "$tool" "$run" "$here/floor.sh" "$DIR" true ;;
 	esac
+	# Each proof's time per runtime handler, from the run's JSON report (the restart's proofs in a
+	# converge, the `prove:` results in a --check --prove run).
+	case $wl-$tool in
+	converge-nodeconverge | prove-nodeconverge) proof_times "$wl" "$run" "$W/report.json" ;;
+	esac
+}
+
+PROOFS=$W/proofs.tsv
+echo -e "workload\trun\thost\truntime\tstatus\tseconds" >"$PROOFS"
+# proof_times WORKLOAD RUN REPORT: one line per host and runtime proof into proofs.tsv.
+proof_times() {
+	/usr/bin/python3 -c '
+import json, sys
+wl, run, path = sys.argv[1:4]
+for r in json.load(open(path)).get("results") or []:
+    for p in r.get("proofs") or []:
+        if p.get("kind") == "runtime":
+            print("\t".join([wl, run, r["host"], p["name"], p["status"], "%.3f" % (p["duration_ns"] / 1e9)]))
+' "$@" >>"$PROOFS"
 }
 
 # containerd_pids: "name pid" of each node's daemon as recorded by the lab's systemctl.
@@ -326,6 +352,18 @@ else
 			esac
 		done
 	done
+	# (c) the proof by pod on converged nodes (`--check --prove`: a sandbox through every runtime on
+	# every node), measured apart from the drift run, against the floor doing the same with crictl.
+	for ((r = 1; r <= RUNS; r++)); do
+		if ((r % 2)); then order=(nodeconverge floor); else order=(floor nodeconverge); fi
+		for t in "${order[@]}"; do
+			run_tool prove "$t" "$r"
+			[[ $LAST_EXIT == 0 ]] || {
+				echo "run.sh: prove $t #$r exited $LAST_EXIT; see $W/prove-$t-$r.out" >&2
+				exit 1
+			}
+		done
+	done
 	for t in nodeconverge ansible floor ssh-true; do count_procs drift "$t"; done
 	for t in nodeconverge ansible floor; do
 		"$here/reset.sh" "$DIR" incident
@@ -344,7 +382,7 @@ cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
 ans=$([[ -x $AP ]] && "$AP" --version 2>/dev/null | head -1 || echo none)
 machine="$(nproc) cores ($cpu), $mem, Linux $(uname -r)"
 versions="$(go version 2>/dev/null | cut -d' ' -f3) · $ans · containerd $(containerd --version | cut -d' ' -f3) · $(ssh -V 2>&1 | cut -d, -f1) · nodeconverge $NC_REV at start (binary sha256 $NC_SHA)"
-/usr/bin/python3 "$here/table.py" "$TSV" "$procs_tsv" "$N" "$RUNS" "$SERIAL" "${SCALE:+scale}" "$machine" "$versions" "$(date -u +%F)" "$FORKS" "$SMALL" >"$OUT"
+/usr/bin/python3 "$here/table.py" "$TSV" "$procs_tsv" "$N" "$RUNS" "$SERIAL" "${SCALE:+scale}" "$machine" "$versions" "$(date -u +%F)" "$FORKS" "$SMALL" "$PROOFS" >"$OUT"
 cat "$OUT"
 log "wrote $OUT (raw runs: $TSV; the lab is removed on exit)"
 if [[ -z $SCALE && $HTML != 0 ]]; then

@@ -10,6 +10,7 @@ import sys
 runs_tsv, procs_tsv, n, nruns, serial, mode, machine, versions, date, forks = sys.argv[1:11]
 n = int(n)
 small = int(sys.argv[11]) if len(sys.argv) > 11 else n
+proofs_tsv = sys.argv[12] if len(sys.argv) > 12 else ""
 
 rows = list(csv.DictReader(open(runs_tsv), delimiter="\t"))
 procs = {}
@@ -53,12 +54,13 @@ out.append(f"{date} Â· {machine}  \n{versions}  \n"
            f"{'as shipped (1)' if serial == 'shipped' else 'removed (all hosts at once)'}; "
            f"nodeconverge -f {forks}{'' if mode == 'scale' else f', Ansible forks = {n}'}. "
            "Method: bench/README.md.\n")
-for wl in ["converge", "drift"]:
+for wl in ["converge", "drift", "prove"]:
     wrs = [r for r in rows if r["workload"] == wl]
     if not wrs:
         continue
     title = {"converge": "Converge from the incident's broken state (lab reset before each run)",
-             "drift": "No-change drift run (`--check`) on converged nodes"}[wl]
+             "drift": "No-change drift run (`--check`) on converged nodes",
+             "prove": "Proof by pod (`--check --prove`) on converged nodes: a sandbox through every runtime"}[wl]
     out.append(f"\n## {title}\n")
     out.append("| tool | wall s | controller CPU s | CPU/host ms | peak RSS MB | TCP conn/host | SSH sessions/host | remote procs/host (execs) | containerd runs/node |")
     out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
@@ -89,6 +91,32 @@ out.append("\nRemote procs: processes sshd started for one run on a plain node Â
            "included; in parentheses, successful execve calls. containerd runs: successful execs of "
            "`containerd ... config dump` (live, staged or candidate; not the daemon a restart starts) on "
            "the same two nodes. From an extra, untimed run under strace.")
+
+if proofs_tsv:
+    prs = list(csv.DictReader(open(proofs_tsv), delimiter="\t"))
+    if prs:
+        out.append("\n## Time per runtime handler (proof by pod: sandbox started, READY, stopped, removed)\n")
+        out.append("| workload | runtime | proofs | proved | median s | max s |")
+        out.append("| --- | --- | ---: | ---: | ---: | ---: |")
+        for wl in ["converge", "prove"]:
+            for rt in sorted({p["runtime"] for p in prs if p["workload"] == wl}):
+                ps = [p for p in prs if p["workload"] == wl and p["runtime"] == rt]
+                secs = [float(p["seconds"]) for p in ps]
+                ok = sum(1 for p in ps if p["status"] == "proved")
+                out.append(f"| {wl} | {rt} | {len(ps)} | {ok} | {statistics.median(secs):.2f} | {max(secs):.2f} |")
+        out.append("\nThe runtimes of one node are proved at once over one stream to its containerd socket: "
+                   "the node's proof takes about its slowest runtime, not their sum.")
+    pv, pd = stats.get(("prove", "nodeconverge")), stats.get(("drift", "nodeconverge"))
+    pf = stats.get(("prove", "floor"))
+    if pv and pd:
+        rs = [r for r in rows if r["workload"] == "prove" and r["tool"] == "nodeconverge"]
+        ds = [r for r in rows if r["workload"] == "drift" and r["tool"] == "nodeconverge"]
+        extra = max(int(r["sess_max"]) for r in rs) - max(int(r["sess_max"]) for ds_ in [ds] for r in ds_)
+        line = (f"\n`--prove` against the plain drift run: wall {pv[0] / pd[0]:.2f}x, controller CPU {pv[1] / pd[1]:.2f}x; "
+                f"SSH sessions/host {extra:+d} (the proof rides one direct-streamlocal stream, not a session)")
+        if pf:
+            line += f"; against the floor doing the same proof with crictl: wall **{pv[0] / pf[0]:.2f}x**"
+        out.append(line + ".")
 
 nc = stats.get(("drift", "nodeconverge"))
 if nc:
