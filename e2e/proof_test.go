@@ -616,6 +616,23 @@ func TestProofWorkloadAndMissingImage(t *testing.T) {
 		t.Errorf("a node without a GPU must skip the workload, saying so:\n%s", r)
 	}
 
+	// explain shows each runtime as the daemon loaded it, next to its
+	// effective keys; only with --prove does it start a sandbox.
+	r = nc(t, append([]string{"explain", "-l", node}, labArgs(l)...)...)
+	wantCode(t, r, 0)
+	for _, want := range []string{"runtimes as the running daemon loaded them", "nvidia: loaded by the daemon, runtime_type io.containerd.runc.v2, BinaryName=/usr/local/nvidia/toolkit/nvidia-container-runtime, SystemdCgroup=true",
+		`options.BinaryName = "/usr/local/nvidia/toolkit/nvidia-container-runtime"  <- /etc/containerd/config.toml`, "sandbox: not started (--prove starts and removes one)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("explain does not say %q:\n%s", want, r)
+		}
+	}
+	r = nc(t, append([]string{"explain", "--prove", "-l", node}, labArgs(l)...)...)
+	wantCode(t, r, 0)
+	if strings.Count(r.stdout, "sandbox: started through it, READY, removed") != 2 {
+		t.Errorf("explain --prove does not prove nvidia and runc:\n%s", r)
+	}
+	noLeftovers(t, l, node)
+
 	// The node's configured sandbox image (1.6's default) goes away.
 	l.Exec(t, node, "ctr", "-n", "k8s.io", "images", "rm", "registry.k8s.io/pause:3.6")
 	r = nc(t, append([]string{"apply", "--check", "--prove"}, labArgs(l, play(""))...)...)

@@ -232,8 +232,8 @@ type ProveOptions struct {
 	// (`explain` without --prove): each runtime is reported with the
 	// daemon's view of it and status skipped.
 	StatusOnly bool
-	// Loaded covers every runtime the daemon loaded, not only those the
-	// arguments name (`explain`).
+	// Loaded covers the runtimes the daemon loaded instead of those the
+	// arguments name (`explain`, which has no play to expect any).
 	Loaded bool
 }
 

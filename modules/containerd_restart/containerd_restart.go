@@ -188,6 +188,9 @@ func (Module) Prove(ctx context.Context, h transport.Prover, margs module.Args, 
 	opts.Proof.Settle = 0
 	opts.Proof.StatusOnly = po.StatusOnly
 	opts.Proof.AllLoaded = po.Loaded
+	if po.Loaded {
+		opts.Runtimes = nil
+	}
 	if po.StatusOnly {
 		opts.Proof.Workload = nil
 	}
