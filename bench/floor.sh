@@ -29,6 +29,8 @@ cat /etc/containerd/config.toml /etc/containerd/conf.d/*.toml /etc/containerd/ce
 # health gate since issue 26, the same sandboxes nodeconverge starts. Run by the node's bash.
 # shellcheck disable=SC2016 # expanded on the node
 prove='ep=unix:///run/containerd/containerd.sock
+i=0
+until crictl -r $ep --timeout 10s info >/dev/null 2>&1; do i=$((i + 1)); [ $i -lt 600 ] || exit 1; sleep 0.1; done
 for h in nvidia nvidia-cdi nvidia-legacy runc; do
 	(cfg="{\"metadata\":{\"name\":\"floor-$h\",\"uid\":\"floor-$h\",\"namespace\":\"floor\"},\"linux\":{\"security_context\":{\"namespace_options\":{\"network\":2}}}}"
 	id=$(printf %s "$cfg" | crictl -r $ep --timeout 120s runp --runtime $h /dev/stdin 2>/dev/null) &&

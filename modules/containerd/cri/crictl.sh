@@ -22,8 +22,18 @@ if ! command -v "$crictl" >/dev/null 2>&1; then
 	exit 0
 fi
 ino0=$(stat -Lc %i "$sock" 2>/dev/null || echo none)
-out=$(cr version 2>&1)
-rec "version $?"
+# A CRI service that is still starting says so; it is waited for, within the proof's deadline.
+n=0
+while :; do
+	out=$(cr version 2>&1)
+	rc=$?
+	[ "$rc" != 0 ] || break
+	case $out in *"not initialized yet"*) ;; *) break ;; esac
+	n=$((n + 1))
+	[ "$n" -lt $((to * 10)) ] || break
+	sleep 0.1
+done
+rec "version $rc"
 blob "$out"
 out=$(cr info 2>/dev/null)
 rc=$?

@@ -124,7 +124,7 @@ func proveSocket(ctx context.Context, p transport.Prover, o Options) (*Report, b
 		return r, false
 	}
 	defer c.conn.Close()
-	v, err := c.rt.Version(ctx, &runtimeapi.VersionRequest{})
+	v, err := c.version(ctx)
 	if err != nil {
 		if c.d.ok.Load() == 0 {
 			// The stream never opened: nothing of the daemon was seen.
@@ -216,6 +216,29 @@ func proveSocket(ctx context.Context, p transport.Prover, o Options) (*Report, b
 	c.cleanup(ctx, o)
 	c.settle(ctx, r, o)
 	return r, true
+}
+
+// notInitialized is containerd's answer while its CRI service is still
+// starting: its plugin reports ok before the service has loaded its state,
+// so a gate right after a restart can ask too early.
+const notInitialized = "server is not initialized yet"
+
+// version asks the daemon's version, waiting (within ctx) while the CRI
+// service says it is still starting.
+func (c *client) version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		v, err := c.rt.Version(ctx, &runtimeapi.VersionRequest{})
+		if err == nil || !strings.Contains(message(err), notInitialized) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-tick.C:
+		}
+	}
 }
 
 // daemonError words a failed call that the daemon (not the stream)
