@@ -15,6 +15,13 @@
 #   lab.sh status --dir DIR
 set -euo pipefail
 
+# Every inherited descriptor above stderr is closed: a node's processes (holder, sshd, containerd)
+# outlive this script, and one that holds a caller's descriptor (the lock of a `flock ... make test`)
+# would hold it for the lab's life.
+for fd in "/proc/$$/fd"/*; do
+	fd=${fd##*/}
+	if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+done
 LAB_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NODE_PATH_ENV=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Host paths each node gets its own copy of (bind-mounted from DIR/nodes/NAME/<same path>).

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -433,5 +434,35 @@ func TestStandIns(t *testing.T) {
 	}
 	if out, err := l.TryExec(other, "systemctl", "is-enabled", "demo"); err == nil {
 		t.Errorf("the other node has demo: %q", out)
+	}
+}
+
+// TestNoInheritedDescriptor: a lab started under a lock (`flock FILE make test` passes the lock's
+// descriptor down) must not keep that descriptor in its long-lived processes, or the lab holds the
+// lock for its life: the node's holder and containerd hold none of the caller's descriptors.
+func TestNoInheritedDescriptor(t *testing.T) {
+	t.Parallel()
+	f, err := os.Create(filepath.Join(t.TempDir(), "held.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Inherited by children, as a descriptor flock(1) hands its command is.
+	if _, _, errno := syscall.Syscall(syscall.SYS_FCNTL, f.Fd(), syscall.F_SETFD, 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	l := Start(t, Options{Nodes: 1, Scenario: "clean"})
+	nd := filepath.Join(l.Dir, "nodes", l.Nodes[0].Name)
+	for _, pf := range []string{"holder.pid", "containerd.pid"} {
+		pid := strings.TrimSpace(readFile(t, filepath.Join(nd, pf)))
+		fds, err := os.ReadDir("/proc/" + pid + "/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fd := range fds {
+			if target, _ := os.Readlink("/proc/" + pid + "/fd/" + fd.Name()); target == f.Name() {
+				t.Errorf("%s (pid %s) holds the caller's descriptor %s", pf, pid, fd.Name())
+			}
+		}
 	}
 }
