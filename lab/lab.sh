@@ -191,7 +191,7 @@ cgroup_key() { echo "/nodeconverge-lab/$(basename "$DIR")/$1"; }
 import_image_in() {
 	nsenter -m -t "$(holder_pid "$1")" --wd=/ -- env -i PATH="$NODE_PATH_ENV" \
 		ctr --address /run/containerd/containerd.sock -n k8s.io images import "$STANDIN_DIR/lab-sandbox-image.tar" \
-		>"$(node_dir "$1")/import.out" 2>&1
+		>"$(node_dir "$1")/import.out" 2>&1 && : >"$(node_dir "$1")/sandbox-image.imported"
 }
 
 # import_image_offline NAME: the sandbox image into a node whose containerd refuses its config
@@ -233,7 +233,7 @@ state = "/run/containerd/lab-import"
 
 # setup_node I NAME: everything on disk for one node, then start its namespace holder and sshd.
 setup_node() {
-	local i=$1 name=$2 addr nd f
+	local i=$1 name=$2 addr nd f systemctl_src
 	addr_for "$i"
 	addr=$ADDR
 	nd=$(node_dir "$name")
@@ -244,7 +244,8 @@ setup_node() {
 	# Kernel defaults of a fresh node (the incident's nodes had 128 instances).
 	echo 128 >"$nd/proc/sys/fs/inotify/max_user_instances"
 	echo "$INOTIFY_WATCHES_DEFAULT" >"$nd/proc/sys/fs/inotify/max_user_watches"
-	echo "${SYSTEMCTL_SRC//@NODE@/$nd}" >"$nd/usr/local/sbin/systemctl"
+	systemctl_src=${SYSTEMCTL_SRC//@NODE@/$nd}
+	echo "${systemctl_src//@IMAGE@/$STANDIN_DIR/lab-sandbox-image.tar}" >"$nd/usr/local/sbin/systemctl"
 	echo "${MODPROBE_SRC//@NODE@/$nd}" >"$nd/usr/local/sbin/modprobe"
 	echo "${LSMOD_SRC//@NODE@/$nd}" >"$nd/usr/local/sbin/lsmod"
 	if [[ ! -e /proc/modules && -n $PY_USER_SITE ]]; then

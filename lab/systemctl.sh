@@ -125,6 +125,17 @@ next_delay() {
 	esac
 }
 
+# import_image: the lab's sandbox image (lab/build-standins.sh) into a daemon that has never had it (a
+# node started with --no-containerd or scenario none): the lab has no registry, and a pod sandbox
+# needs it. Once per node; lab.sh's own imports leave the same mark.
+IMAGE=@IMAGE@
+import_image() {
+	[ -e "$NODE/sandbox-image.imported" ] || [ ! -r "$IMAGE" ] && return 0
+	if ctr --address "$SOCK" -n k8s.io images import "$IMAGE" >>"$LOG" 2>&1; then
+		: >"$NODE/sandbox-image.imported"
+	fi
+}
+
 do_start() {
 	p=$(mainpid)
 	if alive "$p"; then return 0; fi
@@ -157,7 +168,10 @@ do_start() {
 			tail -n 20 "$LOG" >&2
 			return 1
 		fi
-		if booted && ping_daemon; then return 0; fi
+		if booted && ping_daemon; then
+			import_image
+			return 0
+		fi
 		if [ "$(now)" -ge "$end" ]; then
 			echo "Job for containerd.service failed: daemon did not answer on $SOCK within ${START_DEADLINE}s" >&2
 			tail -n 20 "$LOG" >&2
