@@ -41,6 +41,7 @@ type proofJSON struct {
 			Name        string            `json:"name"`
 			Status      string            `json:"status"`
 			Reason      string            `json:"reason"`
+			Detail      string            `json:"detail"`
 			Via         string            `json:"via"`
 			Output      string            `json:"output"`
 			Loaded      bool              `json:"loaded"`
@@ -84,10 +85,18 @@ func (r proofJSON) proofsOf(task string) map[string]map[string]string {
 
 var allProved = map[string]string{"runtime nvidia": "proved", "runtime nvidia-cdi": "proved", "runtime nvidia-legacy": "proved", "runtime runc": "proved"}
 
-// noLeftovers fails when a node's containerd holds any container or active
-// snapshot in the CRI namespace, or a proof's workload log.
+// noLeftovers fails when a node's containerd holds any pod sandbox or
+// container as its CRI API lists them (what the kubelet would see), or any
+// container or active snapshot in the CRI namespace.
 func noLeftovers(t *testing.T, l *labtest.Lab, node string) {
 	t.Helper()
+	crictl := labtest.Crictl(t)
+	for _, what := range [][]string{{"pods", "-q"}, {"ps", "-a", "-q"}} {
+		out := l.Exec(t, node, append([]string{crictl, "--runtime-endpoint", "unix:///run/containerd/containerd.sock", "--timeout", "20s"}, what...)...)
+		if left := strings.Fields(out); len(left) > 0 {
+			t.Errorf("%s: crictl %s lists leftovers: %v", node, what[0], left)
+		}
+	}
 	if left := l.Containers(t, node); len(left) > 0 {
 		t.Errorf("%s: containers left behind: %v", node, left)
 	}
@@ -326,6 +335,20 @@ func TestProofFaults(t *testing.T) {
 					name:   "CRI service disabled",
 					dropin: "version = 3\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n",
 					want:   []string{"does not serve the CRI API"},
+				}, struct {
+					name   string
+					dropin string
+					before func()
+					want   []string
+				}{
+					// Docker's containerd.io config as it ships (version 1,
+					// `disabled_plugins = ["cri"]`): 2.x migrates "cri" to
+					// the CRI gRPC service and disables it, while its
+					// runtime and images plugins load (what the gate's
+					// plugin check alone saw as healthy).
+					name:   `Docker's disabled_plugins = ["cri"]`,
+					dropin: string(must(os.ReadFile(filepath.Join("testdata", "docker-containerd", "containerd.toml")))),
+					want:   []string{"does not serve the CRI API"},
 				})
 			}
 			stand := l.NodePath(first, "/usr/local/nvidia/toolkit/nvidia-container-runtime")
@@ -368,123 +391,144 @@ func TestProofFaults(t *testing.T) {
 	}
 }
 
-// TestProofUnprovenWithoutForwarding (issue 26): an sshd with
-// `AllowStreamLocalForwarding no` cannot carry the CRI socket. Without
-// crictl on the node the gate says unproven and why, and the restart fails
-// (rolled back, exit 1): never a green result. With crictl on the node the
-// fallback proves every handler.
+// TestProofUnprovenWithoutForwarding (issue 26), on every generation: an
+// sshd with `AllowStreamLocalForwarding no` cannot carry the CRI socket.
+// Without crictl on the node the gate says unproven and why, and the
+// restart fails (rolled back, exit 1): never a green result. With crictl on
+// the node the fallback proves every handler and leaves nothing behind.
 func TestProofUnprovenWithoutForwarding(t *testing.T) {
-	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean"})
-	node := l.Nodes[0].Name
-	cfg := l.NodePath(node, "/etc/containerd/config.toml")
-	if err := os.MkdirAll(l.NodePath(node, "/etc/containerd/conf.d"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg, []byte(faultBase(2, "io.containerd.grpc.v1.cri")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sshdCfg := filepath.Join(l.Dir, "nodes", node, "sshd_config")
-	b, err := os.ReadFile(sshdCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(sshdCfg, append(b, []byte("AllowStreamLocalForwarding no\n")...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l.StopSSHD(t, node)
-	l.StartSSHD(t, node)
-	pb := writePlaybook(t, faultPlaybook)
-	before := l.HashTree(t, node)
-	r := nc(t, append([]string{"apply", "-e", dropinVar("version = 2\n")}, labArgs(l, pb)...)...)
-	wantCode(t, r, 1)
-	for _, want := range []string{"is not proved", "UNPROVEN", "AllowStreamLocalForwarding", "crictl is not on the node's PATH", "rolled back"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("without forwarding or crictl: the output does not say %q:\n%s", want, r)
-		}
-	}
-	if strings.Contains(r.stdout, "healthy after") && !strings.Contains(r.stdout, "restarted on the previous files") {
-		t.Errorf("an unproven restart was called healthy:\n%s", r)
-	}
-	if d := cmp.Diff(before, l.HashTree(t, node)); d != "" {
-		t.Errorf("files not as before:\n%s", d)
-	}
-
-	l.InstallCrictl(t, node)
-	dir := t.TempDir()
-	aj := filepath.Join(dir, "apply.json")
-	r = nc(t, append([]string{"apply", "-e", dropinVar("version = 2\n"), "--report", "json=" + aj}, labArgs(l, pb)...)...)
-	wantCode(t, r, 0)
-	got := readProofReport(t, aj)
-	for _, res := range got.Results {
-		if res.Task != "restart containerd" {
-			continue
-		}
-		if len(res.Proofs) != 2 {
-			t.Fatalf("want nvidia and runc proved through crictl, got %+v", res.Proofs)
-		}
-		for _, p := range res.Proofs {
-			if p.Status != "proved" || !strings.Contains(p.Via, "crictl") || !strings.Contains(p.Via, "AllowStreamLocalForwarding") {
-				t.Errorf("proof %+v: want proved through crictl, saying why", p)
+	for _, g := range proofGenerations {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", ContainerdBin: labtest.Containerd(t, g.gen)})
+			node := l.Nodes[0].Name
+			cfg := l.NodePath(node, "/etc/containerd/config.toml")
+			if err := os.MkdirAll(l.NodePath(node, "/etc/containerd/conf.d"), 0o755); err != nil {
+				t.Fatal(err)
 			}
-		}
+			if err := os.WriteFile(cfg, []byte(faultBase(g.version, g.plugin)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sshdCfg := filepath.Join(l.Dir, "nodes", node, "sshd_config")
+			b, err := os.ReadFile(sshdCfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(sshdCfg, append(b, []byte("AllowStreamLocalForwarding no\n")...), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			l.StopSSHD(t, node)
+			l.StartSSHD(t, node)
+			pb := writePlaybook(t, faultPlaybook)
+			dropin := dropinVar(fmt.Sprintf("version = %d\n", g.version))
+			before := l.HashTree(t, node)
+			r := nc(t, append([]string{"apply", "-e", dropin}, labArgs(l, pb)...)...)
+			wantCode(t, r, 1)
+			for _, want := range []string{"is not proved", "UNPROVEN", "AllowStreamLocalForwarding", "crictl is not on the node's PATH", "rolled back"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("without forwarding or crictl: the output does not say %q:\n%s", want, r)
+				}
+			}
+			if strings.Contains(r.stdout, "healthy after") && !strings.Contains(r.stdout, "restarted on the previous files") {
+				t.Errorf("an unproven restart was called healthy:\n%s", r)
+			}
+			if d := cmp.Diff(before, l.HashTree(t, node)); d != "" {
+				t.Errorf("files not as before:\n%s", d)
+			}
+
+			l.InstallCrictl(t, node)
+			dir := t.TempDir()
+			aj := filepath.Join(dir, "apply.json")
+			r = nc(t, append([]string{"apply", "-e", dropin, "--report", "json=" + aj}, labArgs(l, pb)...)...)
+			wantCode(t, r, 0)
+			got := readProofReport(t, aj)
+			proved := 0
+			for _, res := range got.Results {
+				if res.Task != "restart containerd" {
+					continue
+				}
+				if len(res.Proofs) != 2 {
+					t.Fatalf("want nvidia and runc proved through crictl, got %+v", res.Proofs)
+				}
+				for _, p := range res.Proofs {
+					if p.Status != "proved" || !strings.Contains(p.Via, "crictl") || !strings.Contains(p.Via, "AllowStreamLocalForwarding") {
+						t.Errorf("proof %+v: want proved through crictl, saying why", p)
+					}
+					proved++
+				}
+			}
+			if proved != 2 {
+				t.Errorf("the restart's result carries %d proofs, want 2:\n%s", proved, r)
+			}
+			noLeftovers(t, l, node)
+		})
 	}
-	noLeftovers(t, l, node)
 }
 
-// TestProofKilledMidProof (issue 26): nodeconverge killed with SIGKILL
-// while its proof has a sandbox up leaves that sandbox; the next run (its
-// restart still owed) removes it, says so, and leaves nothing behind.
+// TestProofKilledMidProof (issue 26), on every generation: nodeconverge
+// killed with SIGKILL while its proof has a sandbox up leaves that sandbox;
+// the next run (its restart still owed) removes it, says so, and leaves
+// nothing behind.
 func TestProofKilledMidProof(t *testing.T) {
-	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", ContainerdBin: labtest.Containerd(t, labtest.Containerd2)})
-	node := l.Nodes[0].Name
-	if err := os.MkdirAll(l.NodePath(node, "/etc/containerd/conf.d"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(l.NodePath(node, "/etc/containerd/config.toml"), []byte(faultBase(3, "io.containerd.cri.v1.runtime")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// The nvidia stand-in holds the proof while a block file exists, at
-	// the point where its sandbox is READY and being stopped.
-	tk := l.NodePath(node, "/usr/local/nvidia/toolkit")
-	stand := filepath.Join(tk, "nvidia-container-runtime")
-	good, err := os.ReadFile(stand)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hold := strings.Replace(string(good), "exec runc", `case " $* " in *" kill "*)
+	for _, g := range proofGenerations {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", ContainerdBin: labtest.Containerd(t, g.gen)})
+			node := l.Nodes[0].Name
+			if err := os.MkdirAll(l.NodePath(node, "/etc/containerd/conf.d"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(l.NodePath(node, "/etc/containerd/config.toml"), []byte(faultBase(g.version, g.plugin)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// The nvidia stand-in holds the proof while a block file exists, at
+			// the point where its sandbox is READY and being stopped.
+			tk := l.NodePath(node, "/usr/local/nvidia/toolkit")
+			stand := filepath.Join(tk, "nvidia-container-runtime")
+			good, err := os.ReadFile(stand)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hold := strings.Replace(string(good), "exec runc", `case " $* " in *" kill "*)
 	if [ -e /usr/local/nvidia/toolkit/block ]; then
 		: >/usr/local/nvidia/toolkit/blocked
 		while [ -e /usr/local/nvidia/toolkit/block ]; do sleep 0.1; done
 	fi ;;
 esac
 exec runc`, 1)
-	if err := os.WriteFile(stand, []byte(hold), 0o755); err != nil {
-		t.Fatal(err)
+			if hold == string(good) {
+				t.Fatalf("the nvidia stand-in has no `exec runc` to hold at:\n%s", good)
+			}
+			if err := os.WriteFile(stand, []byte(hold), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(tk, "block"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pb := writePlaybook(t, faultPlaybook)
+			dropin := dropinVar(fmt.Sprintf("version = %d\n", g.version))
+			a, aout := start(t, append([]string{"apply", "-e", dropin}, labArgs(l, pb)...)...)
+			waitFile(t, filepath.Join(tk, "blocked"), 2*time.Minute)
+			if err := a.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Wait(); err == nil {
+				t.Fatalf("killed run exited 0:\n%s", aout)
+			}
+			if err := os.Remove(filepath.Join(tk, "block")); err != nil {
+				t.Fatal(err)
+			}
+			if left := l.Containers(t, node); len(left) == 0 {
+				t.Fatalf("the killed proof left no sandbox to sweep:\n%s", aout)
+			}
+			r, _ := ncBounded(t, 3*time.Minute, append([]string{"apply", "-e", dropin}, labArgs(l, pb)...)...)
+			wantCode(t, r, 0)
+			if !strings.Contains(r.stdout, "owed since run") || !strings.Contains(r.stdout, "leftover proof sandbox") {
+				t.Errorf("the next run did not run the owed restart and sweep the leftover:\n%s", r)
+			}
+			noLeftovers(t, l, node)
+		})
 	}
-	if err := os.WriteFile(filepath.Join(tk, "block"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pb := writePlaybook(t, faultPlaybook)
-	a, aout := start(t, append([]string{"apply", "-e", dropinVar("version = 3\n")}, labArgs(l, pb)...)...)
-	waitFile(t, filepath.Join(tk, "blocked"), 2*time.Minute)
-	if err := a.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Wait(); err == nil {
-		t.Fatalf("killed run exited 0:\n%s", aout)
-	}
-	if err := os.Remove(filepath.Join(tk, "block")); err != nil {
-		t.Fatal(err)
-	}
-	if left := l.Containers(t, node); len(left) == 0 {
-		t.Fatalf("the killed proof left no sandbox to sweep:\n%s", aout)
-	}
-	r, _ := ncBounded(t, 3*time.Minute, append([]string{"apply", "-e", dropinVar("version = 3\n")}, labArgs(l, pb)...)...)
-	wantCode(t, r, 0)
-	if !strings.Contains(r.stdout, "owed since run") || !strings.Contains(r.stdout, "leftover proof sandbox") {
-		t.Errorf("the next run did not run the owed restart and sweep the leftover:\n%s", r)
-	}
-	noLeftovers(t, l, node)
 }
 
 // TestFaultDaemonDiesAfterGate (issue 29 item 6): a containerd that starts,
