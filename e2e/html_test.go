@@ -359,3 +359,151 @@ func TestHTMLFleetPageInBrowser(t *testing.T) {
 		t.Errorf("the control characters shown as %q, want visible \\x1b, \\x1b, \\u202e, \\u2028", h.Ctl)
 	}
 }
+
+// TestHTMLProofFailedInBrowser (issues 26, 31): the page of a real
+// `apply --check --prove` run, one of whose two nodes has a toolkit that
+// exits 1, shows that host as "proof failed" in the grid (its prove
+// column's cell coloured so) and the other ok; the broken host's panel has
+// one row per proof, each with the status, the daemon's reason and how
+// the daemon was reached exactly as the JSON report of the same run holds
+// them: nvidia failed with the runtime's error, runc proved.
+func TestHTMLProofFailedInBrowser(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 2, Scenario: "clean"})
+	broken, fine := l.Nodes[0].Name, l.Nodes[1].Name
+	for _, n := range l.Nodes {
+		if err := os.WriteFile(l.NodePath(n.Name, "/etc/containerd/config.toml"), []byte(faultBase(2, "io.containerd.grpc.v1.cri")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l.Exec(t, n.Name, "systemctl", "restart", "containerd")
+	}
+	brokenToolkit(t, l, broken)
+	pb := writePlaybook(t, `
+- name: prove only
+  hosts: all
+  tasks: []
+  handlers:
+    - name: restart containerd
+      containerd_restart:
+        runtimes: [nvidia]
+`)
+	dir := t.TempDir()
+	page, js := filepath.Join(dir, "prove.html"), filepath.Join(dir, "prove.json")
+	r := nc(t, append([]string{"apply", "--check", "--prove", "--report", "html=" + page, "--report", "json=" + js}, labArgs(l, pb)...)...)
+	wantCode(t, r, 1)
+	rep := readProofReport(t, js)
+	type proofRow struct{ What, Status, Reason, Via string }
+	wantRows := map[string][]proofRow{}
+	for _, res := range rep.Results {
+		for _, p := range res.Proofs {
+			// The panel shows the reason, else what was proved.
+			why := p.Reason
+			if why == "" {
+				why = p.Detail
+			}
+			wantRows[res.Host] = append(wantRows[res.Host], proofRow{What: strings.TrimSpace(p.Kind + " " + p.Name), Status: p.Status, Reason: why, Via: p.Via})
+		}
+	}
+	if len(wantRows[broken]) != 2 {
+		t.Fatalf("the JSON report has %d proofs for %s, want nvidia and runc:\n%s", len(wantRows[broken]), broken, r)
+	}
+
+	b, err := browser.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	const limit = 30 * time.Second
+	if err := b.Do(limit, chromedp.Navigate("file://"+page), chromedp.WaitReady(chromedp.CSS("body[data-ready]"))); err != nil {
+		t.Fatalf("open the report: %v", err)
+	}
+	type gridView struct {
+		Rows   map[string]string
+		Cells  map[string]string
+		Titles map[string]string
+		Counts map[string]string
+		Colour string
+	}
+	gv, err := browser.Eval[gridView](b, limit, `({
+		rows: Object.fromEntries([...document.querySelectorAll("#grid tbody tr")].map(tr => [tr.dataset.host, tr.dataset.status])),
+		cells: Object.fromEntries([...document.querySelectorAll("#grid tbody tr")].map(tr => [tr.dataset.host, tr.querySelector("td.cell").className])),
+		titles: Object.fromEntries([...document.querySelectorAll("#grid tbody tr")].map(tr => [tr.dataset.host, tr.querySelector("td.cell").title])),
+		counts: Object.fromEntries([...document.querySelectorAll("#counts button")].map(e => [e.dataset.status || "all", e.querySelector(".n").textContent])),
+		colour: getComputedStyle(document.querySelector("#grid tbody tr[data-status=prooffail] td.cell")).backgroundColor })`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[string]string{broken: "prooffail", fine: "ok"}, gv.Rows); d != "" {
+		t.Errorf("hosts and their statuses in the grid (-want +got):\n%s", d)
+	}
+	if gv.Cells[broken] != "cell s-prooffail" || gv.Cells[fine] != "cell s-ok" || !strings.Contains(gv.Titles[broken], "prove: restart containerd: proof failed") {
+		t.Errorf("the prove column's cells: classes %v, titles %v", gv.Cells, gv.Titles)
+	}
+	// The proof-failed colour (--prooffail, #d84315), not the failed one.
+	if gv.Colour != "rgb(216, 67, 21)" {
+		t.Errorf("a proof-failed cell is coloured %s, want rgb(216, 67, 21)", gv.Colour)
+	}
+	if d := cmp.Diff(map[string]string{"all": "2", "prooffail": "1", "ok": "1"}, gv.Counts); d != "" {
+		t.Errorf("counts at the top (-want +got):\n%s", d)
+	}
+
+	if err := b.Do(limit, chromedp.Click(chromedp.CSS(`#grid tbody tr[data-host="`+broken+`"] td.host button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#panel[data-host="`+broken+`"]`))); err != nil {
+		t.Fatalf("click %s: %v", broken, err)
+	}
+	type panelView struct {
+		Status string
+		Todo   string
+		Rows   []proofRow
+		Bad    []string
+	}
+	panel := func() panelView {
+		t.Helper()
+		pv, err := browser.Eval[panelView](b, limit, `(() => { const p = document.getElementById("panel"); return {
+			status: p.dataset.status, todo: document.getElementById("todo").innerText,
+			rows: [...p.querySelectorAll("table.proofs tr.proof")].map(tr => ({ what: tr.querySelector(".what").textContent,
+				status: tr.dataset.status, reason: tr.querySelector(".reason").textContent, via: tr.querySelector(".via").textContent })),
+			bad: [...p.querySelectorAll("table.proofs tr.proof.bad")].map(tr => tr.querySelector(".what").textContent) }; })()`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pv
+	}
+	pv := panel()
+	if pv.Status != "prooffail" || !strings.Contains(pv.Todo, "failed its proof by pod") || !strings.Contains(pv.Todo, "--check --prove") {
+		t.Errorf("%s's panel: status %q, what to do %q", broken, pv.Status, pv.Todo)
+	}
+	// The panel's proofs are the JSON report's, reason text and all.
+	if d := cmp.Diff(wantRows[broken], pv.Rows); d != "" {
+		t.Errorf("%s's proofs in the panel are not the JSON report's (-json +panel):\n%s", broken, d)
+	}
+	var nvidia proofRow
+	for _, row := range pv.Rows {
+		if row.What == "runtime nvidia" {
+			nvidia = row
+		}
+	}
+	if nvidia.Status != "failed" || !strings.Contains(nvidia.Reason, "driver not loaded") || !strings.Contains(nvidia.Via, "CRI") {
+		t.Errorf("%s's nvidia proof in the panel: %+v; want failed with the runtime's error and the way the daemon was reached", broken, nvidia)
+	}
+	if !cmp.Equal(pv.Bad, []string{"runtime nvidia"}) {
+		t.Errorf("rows marked bad: %v, want only runtime nvidia", pv.Bad)
+	}
+
+	if err := b.Do(limit, chromedp.Click(chromedp.CSS(`#grid tbody tr[data-host="`+fine+`"] td.host button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#panel[data-host="`+fine+`"]`))); err != nil {
+		t.Fatalf("click %s: %v", fine, err)
+	}
+	pv = panel()
+	if pv.Status != "ok" || len(pv.Rows) != 2 || len(pv.Bad) != 0 {
+		t.Errorf("%s's panel: %+v; want ok with nvidia and runc proved", fine, pv)
+	}
+	for _, row := range pv.Rows {
+		if row.Status != "proved" {
+			t.Errorf("%s: %+v, want proved", fine, row)
+		}
+	}
+}

@@ -84,11 +84,18 @@
 
   function colKey(r) { return (r.handler ? "H" : "T") + "\u0000" + r.play + "\u0000" + (r.task || "connect"); }
 
+  // A result's proofs by pod (the JSON report's `proofs`: one per
+  // runtime handler, the daemon's, a workload's). A proof that failed, or
+  // one left unproven on a result that failed for it (prove: required),
+  // makes the result "proof failed": the node's running containerd could
+  // not start a pod through a runtime it must serve. An unproven proof the
+  // play accepted (prove: best-effort) leaves an ok result ok; the panel
+  // still shows it.
+  function proofBad(p, r) {
+    return p.status === "failed" || (p.status === "unproven" && r.status === "failed");
+  }
   function proofFailed(r) {
-    var p = r.proof || (r.result && r.result.proof);
-    if (!p) return false;
-    if (!Array.isArray(p)) p = [p];
-    return p.some(function (x) { return x && (x.status === "failed" || x.ok === false); });
+    return (r.proofs || []).some(function (p) { return proofBad(p, r); });
   }
 
   function cellState(r) {
@@ -96,7 +103,7 @@
       case "failed":
         if (r.ignored) return "ignored";
         if (r.refused) return "refused";
-        return "failed";
+        return proofFailed(r) ? "prooffail" : "failed";
       case "changed": return proofFailed(r) ? "prooffail" : "changed";
       case "ok": return proofFailed(r) ? "prooffail" : "ok";
       case "unreachable": return "unreachable";
@@ -317,7 +324,8 @@
     unreachable: "The node did not answer over SSH. Check that it is up and that sshd listens, then run the check again for it alone:",
     failed: "A task failed on this host. Read the message below; when the host was rolled back its files are as before the run. Fix the cause, then check again:",
     refused: "The plan refused this host before writing anything: the node is as the run found it. Read why below, fix the node or the playbook, then check again:",
-    prooffail: "The change was made but the proof did not pass. Read the evidence below, then check again:",
+    prooffail: "The node's running containerd failed its proof by pod: a runtime it must serve could not start a pod sandbox, or the daemon could not be asked (see each proof's reason below). Pods through that runtime would fail. " +
+      (data.check ? "Nothing was changed. " : "A restart that failed its proof was rolled back. ") + "Fix the runtime (toolkit, driver, its config), then prove again:",
     notattempted: "A stopped play never reached this host. Fix the failure that stopped it (see the run's errors), then run again:",
     changed: data.check ? "The host has drifted from the playbook: the changes below are pending. Apply them with:" : "The run changed this host as shown below. Nothing to do; to confirm, check again:",
     ignored: "A task failed but ignore_errors kept the host in the play. Read the message below:",
@@ -396,12 +404,29 @@
       sec.appendChild(el("h4", null, ["drift: where each value comes from"]));
       sec.appendChild(el("ul", { "class": "plain" }, p.drift.map(function (d) { return el("li", null, [d]); })));
     }
-    var proof = r.proof || (r.result && r.result.proof);
-    if (proof) {
-      sec.appendChild(el("h4", null, ["proof"]));
-      (Array.isArray(proof) ? proof : [proof]).forEach(function (x) {
-        sec.appendChild(el("pre", { "class": "msg" + (x && (x.status === "failed" || x.ok === false) ? " bad" : "") }, [JSON.stringify(x, null, 2)]));
+    if (r.proofs && r.proofs.length) {
+      // One row per proof, as the JSON report holds it: what was proved
+      // (runtime handler, daemon, workload), its status, the daemon's own
+      // reason, how the daemon was reached, and the runtime as the daemon
+      // loaded it.
+      sec.appendChild(el("h4", null, ["proof by pod: the running daemon, a pod sandbox through each runtime"]));
+      var pb = el("tbody");
+      r.proofs.forEach(function (x) {
+        var bad = proofBad(x, r);
+        var loaded = x.kind === "runtime" ? (x.loaded ? "loaded" + (x.runtime_type ? ", " + x.runtime_type : "") : "not loaded by the daemon") : "";
+        var opts = x.options ? Object.keys(x.options).sort().map(function (k) { return k + "=" + x.options[k]; }).join(", ") : "";
+        pb.appendChild(el("tr", { "class": "proof" + (bad ? " bad" : ""), "data-kind": x.kind, "data-name": x.name || "", "data-status": x.status }, [
+          el("td", { "class": "what" }, [x.kind + (x.name ? " " + x.name : "")]),
+          el("td", { "class": "pst" }, [el("span", { "class": "badge p-" + x.status }, [x.status])]),
+          el("td", { "class": "reason" }, [x.reason || x.detail || ""]),
+          el("td", { "class": "via" }, [x.via || ""]),
+          el("td", { "class": "daemon" }, [[loaded, opts].filter(Boolean).join("; ")]),
+          el("td", { "class": "dur" }, [x.duration_ns ? (x.duration_ns / 1e6).toFixed(0) + " ms" : ""])
+        ]));
+        if (x.output) pb.appendChild(el("tr", { "class": "proof-out" }, [el("td", { colspan: "6" }, [el("pre", null, [x.output])])]));
       });
+      sec.appendChild(el("table", { "class": "proofs" }, [el("thead", null, [el("tr", null, [el("th", null, ["proof"]), el("th", null, ["status"]),
+        el("th", null, ["reason (the daemon's own text)"]), el("th", null, ["daemon reached via"]), el("th", null, ["as the daemon loaded it"]), el("th", null, ["time"])])]), pb]));
     }
     if (p && p.evidence && p.evidence.length) {
       sec.appendChild(el("h4", null, ["evidence"]));
@@ -438,7 +463,7 @@
     if (rc) panel.appendChild(el("div", { "class": "sub" }, ["ok=" + rc.ok + " changed=" + rc.changed + " unreachable=" + rc.unreachable + " failed=" + rc.failed + " skipped=" + rc.skipped + (rc.ignored ? " ignored=" + rc.ignored : "")]));
     if (name in notAttempted) panel.appendChild(el("pre", { "class": "msg bad" }, ["not attempted: " + notAttempted[name]]));
     if (name in interrupted) panel.appendChild(el("pre", { "class": "msg bad" }, ["interrupted: " + interrupted[name]]));
-    var cmd = "nodeconverge apply " + (h.state === "changed" && data.check ? "" : "--check ") + "--diff -i INVENTORY -l " + name + " PLAYBOOK";
+    var cmd = "nodeconverge apply " + (h.state === "changed" && data.check ? "" : "--check ") + (h.state === "prooffail" ? "--prove " : "") + "--diff -i INVENTORY -l " + name + " PLAYBOOK";
     panel.appendChild(el("div", { "class": "todo", id: "todo" }, [TODO[h.state] || "", h.state === "ok" || h.state === "none" ? null : el("div", null, [el("code", null, [cmd])])]));
     // Without a column, the panel opens at the host's worst result.
     if (!focusCol) {
