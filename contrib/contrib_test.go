@@ -227,19 +227,22 @@ func unitLine(t *testing.T, path, key string) string {
 	return ""
 }
 
-// TestDriftUnitPublishesHTML: the nightly check writes the HTML page with
-// the JSON report and the textfile, with the diffs in it, into the unit's
+// TestDriftUnitPublishesHTML: the nightly check proves every node by pod
+// and writes the HTML page with the JSON report and the textfile, with the
+// diffs in it, into the unit's
 // own state directory, and its ExecStopPost, run here by sh as systemd
 // would after unescaping, keeps a dated copy of the page.
 func TestDriftUnitPublishesHTML(t *testing.T) {
 	unit := "nodeconverge-drift.service"
 	words := unitExec(t, unit)
 	var html, prom string
-	diff := false
+	diff, prove := false, false
 	for i, w := range words {
 		switch {
 		case w == "--diff":
 			diff = true
+		case w == "--prove":
+			prove = true
 		case w == "--report" && i+1 < len(words):
 			kind, path, _ := strings.Cut(words[i+1], "=")
 			switch kind {
@@ -250,8 +253,8 @@ func TestDriftUnitPublishesHTML(t *testing.T) {
 			}
 		}
 	}
-	if html == "" || prom == "" || !diff {
-		t.Fatalf("ExecStart %v: want --diff, --report html= and --report prom=", words)
+	if html == "" || prom == "" || !diff || !prove {
+		t.Fatalf("ExecStart %v: want --diff, --prove (issue 26: a broken runtime shows up the next morning), --report html= and --report prom=", words)
 	}
 	if state := unitLine(t, unit, "StateDirectory"); !strings.Contains(" "+state+" ", " nodeconverge/report ") || filepath.Dir(html) != "/var/lib/nodeconverge/report" {
 		t.Fatalf("the page %s must be in the unit's StateDirectory nodeconverge/report (have %q): nothing else is writable", html, state)
