@@ -588,7 +588,11 @@ func settingsProblems(gen string, dump, want map[string]string) []string {
 // to change: every key outside the named runtimes and the declared settings
 // must keep its value, except those a shadowing file had reset, which must
 // come back to what their file says.
-func regressions(before, after map[string]string, shadowed []lostKey, decl map[string]string) []string {
+//
+// moved, when not nil, reports whether a value that is gone now lives on
+// elsewhere with the same meaning (registry mirrors migrated into the
+// node's hosts.toml files): that is the run's change, not a loss.
+func regressions(before, after map[string]string, shadowed []lostKey, decl map[string]string, moved func(key, before string) bool) []string {
 	restore := map[string]string{}
 	for _, l := range shadowed {
 		restore[l.Key] = l.Written
@@ -614,6 +618,9 @@ func regressions(before, after map[string]string, shadowed []lostKey, decl map[s
 			continue
 		}
 		if w, ok := restore[k]; ok && inA && unquote(w) == unquote(a) {
+			continue
+		}
+		if inB && !inA && moved != nil && moved(k, b) {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s: %s -> %s", k, orGone(b, inB), orGone(a, inA)))
@@ -683,7 +690,9 @@ func hostDisagreement(planned, touched map[string][]string, host string) string 
 // runGeneration builds one lab for a containerd generation with a node per
 // (config, drop-in set) cell, runs check, apply, a second apply and explain
 // over all of them, and fills in each cell's outcome.
-func runGeneration(t *testing.T, gen labtest.Generation, cells []*cell) {
+// runGeneration runs the cells on one lab of generation gen and returns it
+// (still up until t ends) for callers that look at the nodes' files.
+func runGeneration(t *testing.T, gen labtest.Generation, cells []*cell) *labtest.Lab {
 	names := make([]string, len(cells))
 	for i, c := range cells {
 		names[i] = c.node
@@ -779,7 +788,7 @@ func runGeneration(t *testing.T, gen labtest.Generation, cells []*cell) {
 			probs = append(probs, runtimeProblems(c.gen, c.after.dump)...)
 			probs = append(probs, settingsProblems(c.gen, c.after.dump, decl)...)
 			if c.baseline.dump != nil {
-				if rs := regressions(c.baseline.dump, c.after.dump, lostBefore[h], decl); len(rs) > 0 {
+				if rs := regressions(c.baseline.dump, c.after.dump, lostBefore[h], decl, mirrorsMoved(l, h)); len(rs) > 0 {
 					probs = append(probs, fmt.Sprintf("%d value(s) changed that were not the run's: %s", len(rs), strings.Join(rs, "; ")))
 				}
 			}
@@ -810,6 +819,7 @@ func runGeneration(t *testing.T, gen labtest.Generation, cells []*cell) {
 		// The table cuts details short; the log keeps them whole.
 		t.Logf("%s: %s: %s", c.id(), c.outcome, c.detail)
 	}
+	return l
 }
 
 // classify names a converge's first problem with one word for EXPECTED.
@@ -1047,25 +1057,35 @@ func TestMatrixAssertions(t *testing.T) {
 		"imports":                                           `[]`,
 	}
 	shadowed := []lostKey{{Key: `plugins."io.containerd.grpc.v1.cri".sandbox_image`, Written: `"registry.k8s.io/pause:3.9"`}}
-	rs := regressions(before, after, shadowed, nil)
+	rs := regressions(before, after, shadowed, nil, nil)
 	// Only the deleted runtime of somebody else counts: the zero-valued
 	// option that went absent decodes the same, the shadowed sandbox_image
 	// came back to what its file says, imports and nvidia are the run's.
 	if len(rs) != 1 || !strings.Contains(rs[0], "nvidia-experimental") {
 		t.Errorf("regressions = %v, want only the deleted nvidia-experimental", rs)
 	}
-	if rs := regressions(before, after, nil, nil); len(rs) != 2 {
+	if rs := regressions(before, after, nil, nil, nil); len(rs) != 2 {
 		t.Errorf("without the shadowing, sandbox_image changing is a regression too: %v", rs)
 	}
 	// A declared value that changed to what was declared is the run's; one
 	// that changed to anything else is not.
 	decl := map[string]string{`plugins."io.containerd.grpc.v1.cri".sandbox_image`: "registry.k8s.io/pause:3.9"}
-	if rs := regressions(before, after, nil, decl); len(rs) != 1 {
+	if rs := regressions(before, after, nil, decl, nil); len(rs) != 1 {
 		t.Errorf("a declared sandbox_image reaching its declared value is not a regression: %v", rs)
 	}
 	decl[`plugins."io.containerd.grpc.v1.cri".sandbox_image`] = "registry.k8s.io/pause:3.10"
-	if rs := regressions(before, after, nil, decl); len(rs) != 2 {
+	if rs := regressions(before, after, nil, decl, nil); len(rs) != 2 {
 		t.Errorf("a declared value reaching another value is a regression: %v", rs)
+	}
+	// Mirrors that went are a regression unless they moved with the same
+	// meaning.
+	mk := `plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io".endpoint`
+	mb := map[string]string{mk: `["https://mirror.gcr.io"]`}
+	if rs := regressions(mb, map[string]string{}, nil, nil, func(string, string) bool { return false }); len(rs) != 1 {
+		t.Errorf("mirrors gone without hosts.toml: %v", rs)
+	}
+	if rs := regressions(mb, map[string]string{}, nil, nil, func(k, b string) bool { return k == mk }); len(rs) != 0 {
+		t.Errorf("mirrors moved into hosts.toml: %v", rs)
 	}
 	if ps := settingsProblems("1.6", after, decl); len(ps) != 1 || classify(ps[0]) != "setting-not-in-effect" {
 		t.Errorf("settingsProblems = %v, want the sandbox_image that is not the declared one", ps)

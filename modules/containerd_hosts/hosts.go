@@ -31,6 +31,7 @@ import (
 
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
+	"nodeconverge/modules/containerd/ctrconf"
 )
 
 func init() { module.Register("containerd_hosts", Module{}) }
@@ -65,17 +66,42 @@ type Args struct {
 	Hosts  []Host `yaml:"hosts"`
 	// State is present (the file holds exactly this) or absent (no file).
 	State string `yaml:"state"`
+	// MigrateMirrors moves every loaded containerd config file's
+	// registry.mirrors (and, on containerd 1.x, registry.configs.<host>.tls)
+	// into <certs_dir>/<namespace>/hosts.toml files with the same meaning
+	// and makes config_path effective (migrate.go). It takes no registry,
+	// server or hosts: the mirrors say them.
+	MigrateMirrors bool `yaml:"migrate_mirrors"`
+	// Config and Containerd are the node's main containerd config and
+	// binary, for migrate_mirrors.
+	Config     string `yaml:"config"`
+	Containerd string `yaml:"containerd"`
 }
 
 // Module implements module.Module for containerd_hosts.
 type Module struct{}
 
 // NewArgs returns the defaults: containerd's certs.d, present.
-func (Module) NewArgs() module.Args { return &Args{CertsDir: DefaultCertsDir, State: "present"} }
+func (Module) NewArgs() module.Args {
+	return &Args{CertsDir: DefaultCertsDir, State: "present", Config: "/etc/containerd/config.toml", Containerd: ctrconf.DefaultBin}
+}
 
 // Validate checks what a type cannot: everything that would make a file
 // containerd refuses, or one written where containerd never reads.
 func (a *Args) Validate() error {
+	if a.MigrateMirrors {
+		switch {
+		case a.Registry != "" || a.Server != "" || len(a.Hosts) > 0:
+			return errors.New("migrate_mirrors takes no registry, server or hosts: the mirrors of the node's containerd config say them")
+		case a.State != "present":
+			return errors.New("migrate_mirrors works with state present only")
+		case !path.IsAbs(a.Config) || path.Clean(a.Config) != a.Config:
+			return fmt.Errorf("config %q must be a clean absolute path", a.Config)
+		case !path.IsAbs(a.CertsDir) || path.Clean(a.CertsDir) != a.CertsDir || path.Base(a.CertsDir) != "certs.d":
+			return fmt.Errorf("certs_dir %q must be a clean absolute path to a certs.d directory", a.CertsDir)
+		}
+		return nil
+	}
 	switch {
 	case a.Registry == "":
 		return errors.New("registry is required (the host namespace, e.g. docker.io or harbor.lab:8080)")
@@ -141,7 +167,14 @@ func (a *Args) File() string { return path.Join(a.CertsDir, a.Registry, "hosts.t
 // the hosts in file order.
 type hostsFile struct {
 	Server string
-	Hosts  []hostEntry
+	// ServerSkipVerify, ServerCA and ServerOverridePath are the top
+	// level's own host settings: the server is a host too. Only a
+	// migration of legacy mirrors writes them (an endpoint tried last
+	// whose TLS settings or path must stay as they were).
+	ServerSkipVerify   bool
+	ServerCA           []string
+	ServerOverridePath bool
+	Hosts              []hostEntry
 }
 
 type hostEntry struct {
@@ -179,6 +212,15 @@ func render(registry string, f hostsFile) []byte {
 	fmt.Fprintf(&b, "# Managed by nodeconverge (module containerd_hosts): registry %s.\n", registry)
 	if f.Server != "" {
 		fmt.Fprintf(&b, "server = %s\n", strconv.Quote(f.Server))
+	}
+	if f.ServerSkipVerify {
+		b.WriteString("skip_verify = true\n")
+	}
+	if len(f.ServerCA) > 0 {
+		fmt.Fprintf(&b, "ca = %s\n", tomlStrings(f.ServerCA))
+	}
+	if f.ServerOverridePath {
+		b.WriteString("override_path = true\n")
 	}
 	for _, h := range f.Hosts {
 		fmt.Fprintf(&b, "\n[host.%s]\n", strconv.Quote(h.URL))
@@ -224,10 +266,25 @@ func parse(content []byte) (hostsFile, []string, error) {
 		return f, nil, err
 	}
 	var unmanaged []string
-	// The top level is itself a host (the server's own settings); only
-	// `server` is managed there.
+	// The top level is itself a host (the server's own settings).
 	for k, v := range doc {
 		switch k {
+		case "skip_verify", "override_path":
+			b, ok := v.(bool)
+			if !ok {
+				return f, nil, fmt.Errorf("%s must be a boolean, got %T", k, v)
+			}
+			if k == "skip_verify" {
+				f.ServerSkipVerify = b
+			} else {
+				f.ServerOverridePath = b
+			}
+		case "ca":
+			ca, err := caList(v)
+			if err != nil {
+				return f, nil, err
+			}
+			f.ServerCA = ca
 		case "server":
 			s, ok := v.(string)
 			if !ok {
@@ -311,21 +368,11 @@ func parseHost(u string, v any) (hostEntry, []string, error) {
 			}
 			h.OverridePath = b
 		case "ca":
-			// containerd takes one path or a list of paths.
-			switch c := val.(type) {
-			case string:
-				h.CA = []string{c}
-			case []any:
-				for _, e := range c {
-					s, ok := e.(string)
-					if !ok {
-						return h, nil, fmt.Errorf("ca: %v is not a path", e)
-					}
-					h.CA = append(h.CA, s)
-				}
-			default:
-				return h, nil, fmt.Errorf("ca must be a path or a list of paths, got %T", val)
+			ca, err := caList(val)
+			if err != nil {
+				return h, nil, err
 			}
+			h.CA = ca
 		default:
 			unmanaged = append(unmanaged, "host."+strconv.Quote(u)+"."+k)
 		}
@@ -333,8 +380,28 @@ func parseHost(u string, v any) (hostEntry, []string, error) {
 	return h, unmanaged, nil
 }
 
+// caList reads `ca`: containerd takes one path or a list of paths.
+func caList(val any) ([]string, error) {
+	switch c := val.(type) {
+	case string:
+		return []string{c}, nil
+	case []any:
+		var out []string
+		for _, e := range c {
+			s, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("ca: %v is not a path", e)
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("ca must be a path or a list of paths, got %T", val)
+}
+
 func (f hostsFile) equal(g hostsFile) bool {
-	return f.Server == g.Server && slices.EqualFunc(f.Hosts, g.Hosts, func(a, b hostEntry) bool {
+	return f.Server == g.Server && f.ServerSkipVerify == g.ServerSkipVerify && slices.Equal(f.ServerCA, g.ServerCA) &&
+		f.ServerOverridePath == g.ServerOverridePath && slices.EqualFunc(f.Hosts, g.Hosts, func(a, b hostEntry) bool {
 		return a.URL == b.URL && slices.Equal(a.Capabilities, b.Capabilities) && a.SkipVerify == b.SkipVerify &&
 			slices.Equal(a.CA, b.CA) && a.OverridePath == b.OverridePath
 	})
@@ -349,7 +416,13 @@ func (a *Args) query() transport.Query {
 }
 
 // Prefetch lets the runner read the file with the play's other reads.
-func (Module) Prefetch(margs module.Args) transport.Query { return margs.(*Args).query() }
+func (Module) Prefetch(margs module.Args) transport.Query {
+	a := margs.(*Args)
+	if a.MigrateMirrors {
+		return ctrconf.PrefetchQuery(a.Config, a.Containerd)
+	}
+	return a.query()
+}
 
 // Check compares the live file with the arguments by meaning and proposes
 // the whole file when they differ. The candidate is decoded back before it
@@ -357,6 +430,9 @@ func (Module) Prefetch(margs module.Args) transport.Query { return margs.(*Args)
 // the pull, not the load, on a missing one, which is too late.
 func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) (*module.Plan, error) {
 	a := margs.(*Args)
+	if a.MigrateMirrors {
+		return a.checkMigrate(ctx, h)
+	}
 	snap, err := h.Query(ctx, a.query())
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", a.File(), err)

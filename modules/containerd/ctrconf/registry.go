@@ -29,7 +29,22 @@ func RegistryConflict(e *Effective) string {
 		}
 		mirrors := table(reg, "mirrors")
 		if len(mirrors) == 0 {
-			continue
+			// containerd 1.x refuses configs.<host>.tls with config_path
+			// too ("`configs.tls` cannot be set when `config_path` is
+			// provided"); 2.x has no such field.
+			var tls []string
+			for h := range table(reg, "configs") {
+				if _, ok := table(reg, "configs", h)["tls"].(map[string]any); ok {
+					tls = append(tls, h)
+				}
+			}
+			if len(tls) == 0 {
+				continue
+			}
+			slices.Sort(tls)
+			key := JoinKey("plugins", plugin, "registry")
+			return fmt.Sprintf("%s.config_path = %s and %s would both be set; containerd's CRI plugin refuses configs.tls together with config_path: move the TLS settings into %s/<host>/hosts.toml",
+				key, cp, key+".configs."+quoteSegment(tls[0])+".tls", strings.Trim(cp, `"`))
 		}
 		names := make([]string, 0, len(mirrors))
 		for n := range mirrors {

@@ -26,6 +26,18 @@ func TestRegistryConflict(t *testing.T) {
   config_path = "/etc/containerd/certs.d"
   [plugins."io.containerd.grpc.v1.cri".registry.mirrors]
 `, ""},
+		{"1.x tls", `[plugins."io.containerd.grpc.v1.cri".registry]
+  config_path = "/etc/containerd/certs.d"
+  [plugins."io.containerd.grpc.v1.cri".registry.configs."h.lab".auth]
+    username = "u"
+  [plugins."io.containerd.grpc.v1.cri".registry.configs."b.lab".tls]
+    insecure_skip_verify = false
+`, `registry.configs."b.lab".tls would both be set`},
+		{"auth only", `[plugins."io.containerd.grpc.v1.cri".registry]
+  config_path = "/etc/containerd/certs.d"
+  [plugins."io.containerd.grpc.v1.cri".registry.configs."h.lab".auth]
+    username = "u"
+`, ""},
 		{"mirrors only", `[plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]
   endpoint = ["https://mirror.lab"]
 `, ""},

@@ -13,6 +13,9 @@ type StripOptions struct {
 // rules says what classify removes.
 type rules struct {
 	isNvidia func(string) bool
+	// match, when set, replaces isNvidia: a table or key whose absolute
+	// path it accepts is stripped with everything beneath it (StripTables).
+	match func(path []string) bool
 	// dropDefault decides, for a default_runtime_name line under plugin
 	// with string value v, whether it goes. nil keeps them all.
 	dropDefault func(plugin, v string) bool
@@ -49,6 +52,15 @@ func attached(stmts []stmt, i int) int {
 	return j
 }
 
+// strips reports whether the table or key at path is stripped.
+func (r rules) strips(path []string) bool {
+	if r.match != nil {
+		return r.match(path)
+	}
+	_, name, ok := runtimeOf(path)
+	return ok && r.isNvidia(name)
+}
+
 func classify(src []byte, r rules) *classified {
 	c := &classified{src: src, stmts: parse(src), firstBlock: -1}
 	c.drop = make([]bool, len(c.stmts))
@@ -64,8 +76,7 @@ func classify(src []byte, r rules) *classified {
 			}
 			cur = s.path
 			c.table[i] = cur
-			_, name, ok := runtimeOf(cur)
-			inStripped = ok && r.isNvidia(name)
+			inStripped = r.strips(cur)
 			first := attached(c.stmts, i)
 			for j := first; j < i; j++ {
 				c.drop[j] = inStripped
@@ -85,7 +96,7 @@ func classify(src []byte, r rules) *classified {
 				continue
 			}
 			abs := c.abs(i)
-			if _, name, ok := runtimeOf(abs); ok && r.isNvidia(name) {
+			if r.strips(abs) {
 				c.drop[i] = true
 				c.removed++
 				continue
@@ -163,5 +174,18 @@ func Strip(src []byte, isNvidia func(name string) bool, o StripOptions) (out []b
 		r.dropDefault = func(_, v string) bool { return isNvidia(v) }
 	}
 	c := classify(src, r)
+	return c.kept(), c.removed
+}
+
+// StripTables removes, by the same line-level rules as Strip, every table
+// whose path match accepts (with its subtables, its body and the comments
+// attached above it) and every key line that assigns at or below such a
+// path through dotted keys or an inline table. Paths are absolute and
+// unquoted: ["plugins", "io.containerd.grpc.v1.cri", "registry", "mirrors"].
+// Every other line is kept byte for byte. It exists for edits other than
+// the nvidia runtimes' (registry mirrors moved into hosts.toml files) that
+// must keep the operator's file as it was around what they remove.
+func StripTables(src []byte, match func(path []string) bool) (out []byte, removed int) {
+	c := classify(src, rules{match: match})
 	return c.kept(), c.removed
 }
