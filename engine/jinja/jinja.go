@@ -119,6 +119,9 @@ type Template struct {
 	// value keeps its type (a list stays a list).
 	single nodes.Expression
 	names  []string
+	// attrs are, per variable, the attributes and literal keys read
+	// directly off it (x.a, x['a']): ansible_facts.os_family.
+	attrs map[string][]string
 }
 
 // Has reports whether s holds Jinja syntax at all.
@@ -202,6 +205,16 @@ func (t *Template) check() error {
 				seen[n] = true
 				t.names = append(t.names, n)
 			}
+		case *nodes.GetAttribute:
+			if nm, ok := x.Node.(*nodes.Name); ok && x.Attribute != "" {
+				t.addAttr(nm.Name.Val, x.Attribute)
+			}
+		case *nodes.GetItem:
+			if nm, ok := x.Node.(*nodes.Name); ok {
+				if k, ok := x.Arg.(*nodes.String); ok {
+					t.addAttr(nm.Name.Val, k.Val)
+				}
+			}
 		}
 	})
 	return errors.Join(problems...)
@@ -242,6 +255,23 @@ func walk(v reflect.Value, seen map[uintptr]bool, f func(any)) {
 		}
 	}
 }
+
+func (t *Template) addAttr(name, attr string) {
+	if t.attrs == nil {
+		t.attrs = map[string][]string{}
+	}
+	for _, a := range t.attrs[name] {
+		if a == attr {
+			return
+		}
+	}
+	t.attrs[name] = append(t.attrs[name], attr)
+}
+
+// Attrs are the attributes and literal keys the template reads directly
+// off the variable name (`x.a`, `x['a']`), in order of first use: which
+// facts `ansible_facts.os_family` reads is known at load.
+func (t *Template) Attrs(name string) []string { return append([]string(nil), t.attrs[name]...) }
 
 // Names are the variable names the template reads (and names it binds
 // itself, such as a for loop's variable), in order of first use.
@@ -427,6 +457,9 @@ func ParseExpr(src string) (*Expr, error) {
 
 // Names are the variable names the expression reads.
 func (e *Expr) Names() []string { return e.t.Names() }
+
+// Attrs are the attributes read directly off name (Template.Attrs).
+func (e *Expr) Attrs(name string) []string { return e.t.Attrs(name) }
 
 // Eval evaluates the expression.
 func (e *Expr) Eval(vars map[string]any) (any, error) { return e.t.Value(vars) }

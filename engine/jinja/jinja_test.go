@@ -172,3 +172,23 @@ func TestExpr(t *testing.T) {
 		t.Errorf("unknown filter in when: %v", err)
 	}
 }
+
+func TestAttrs(t *testing.T) {
+	tpl, err := Parse(`{{ ansible_facts.os_family }} {{ ansible_facts['distribution'] | lower }} {{ x[y] }} {{ ansible_facts.os_family }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tpl.Attrs("ansible_facts"); strings.Join(got, ",") != "os_family,distribution" {
+		t.Errorf("Attrs(ansible_facts) = %v", got)
+	}
+	if got := tpl.Attrs("x"); len(got) != 0 {
+		t.Errorf("Attrs(x) = %v: a key read from a variable is not a literal", got)
+	}
+	e, err := ParseExpr(`ansible_facts['machine_id'] is defined`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Attrs("ansible_facts"); len(got) != 1 || got[0] != "machine_id" {
+		t.Errorf("Expr.Attrs = %v", got)
+	}
+}

@@ -23,6 +23,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"nodeconverge/engine/facts"
 	"nodeconverge/engine/inputs"
 	"nodeconverge/engine/jinja"
 	"nodeconverge/engine/module"
@@ -87,6 +88,10 @@ type Task struct {
 	templates map[string]*jinja.Template
 	// flatten says with_items: nested lists are flattened one level.
 	flatten bool
+	// Facts are the facts (engine/facts names, no ansible_ prefix) the
+	// task reads, through the variables it reads too: the runner decides
+	// such a task once its host's facts are read.
+	Facts []string
 }
 
 // Cond is one parsed condition of when:, changed_when: or failed_when:.
@@ -122,6 +127,13 @@ type Play struct {
 	File              string
 	// NoLog is the play's `no_log:`, the default of its tasks and handlers.
 	NoLog bool
+	// GatherFacts is the play's gather_facts: true unless it says false,
+	// as in Ansible. Facts are read only when a task reads one (Task.Facts),
+	// in the host's first round trip (engine/facts).
+	GatherFacts bool
+	// Subset is the play's gather_subset: which of the set's subsets are
+	// gathered.
+	Subset facts.Subset
 }
 
 // AllTasks is the play's tasks followed by its handlers.
@@ -129,7 +141,7 @@ func (p *Play) AllTasks() []*Task {
 	return append(append(make([]*Task, 0, len(p.Tasks)+len(p.Handlers)), p.Tasks...), p.Handlers...)
 }
 
-var playKeys = []string{"become", "gather_facts", "handlers", "hosts", "max_fail_percentage", "name", "no_log", "serial", "tasks", "vars"}
+var playKeys = []string{"become", "gather_facts", "gather_subset", "gather_timeout", "handlers", "hosts", "max_fail_percentage", "name", "no_log", "serial", "tasks", "vars"}
 
 var taskKeys = []string{"become", "become_user", "changed_when", "failed_when", "ignore_errors", "name", "no_log", "notify", "register", "tags", "timeout", "vars", "when"}
 
@@ -225,7 +237,8 @@ func (l *loader) play(n *yaml.Node) *Play {
 		l.add(nodeErr(l.file, n, "a play must be a mapping with hosts and tasks, got %s", yamlx.KindName(v)))
 		return nil
 	}
-	p := &Play{Pos: posOf(l.file, v), File: l.file, Vars: map[string]any{}}
+	p := &Play{Pos: posOf(l.file, v), File: l.file, Vars: map[string]any{}, GatherFacts: true}
+	var subset []string
 	seen := map[string]bool{}
 	var hostsSeen bool
 	var tasksNode, handlersNode *yaml.Node
@@ -254,10 +267,13 @@ func (l *loader) play(n *yaml.Node) *Play {
 		case "no_log":
 			p.NoLog, err = l.noLog(val)
 		case "gather_facts":
-			var b bool
-			if b, err = l.boolean(val, "gather_facts"); err == nil && b {
-				err = nodeErr(l.file, val, "gather_facts: nodeconverge does not gather facts (modules read what they need from the node); set gather_facts: false or remove the key")
-			}
+			p.GatherFacts, err = l.boolean(val, "gather_facts")
+		case "gather_subset":
+			subset, _, err = l.stringList(val, "gather_subset", true)
+		case "gather_timeout":
+			// The facts come in the host's first round trip, under
+			// that step's deadline.
+			_, err = l.timeout(val)
 		case "serial":
 			p.Serial, err = l.serial(val)
 		case "max_fail_percentage":
@@ -283,8 +299,13 @@ func (l *loader) play(n *yaml.Node) *Play {
 	if !hostsSeen {
 		l.add(nodeErr(l.file, v, "play %q has no hosts: add `hosts: <pattern>`", p.Name))
 	}
+	var serr error
+	if p.Subset, serr = facts.ParseSubset(subset); serr != nil {
+		l.add(nodeErr(l.file, v, "%v", serr))
+	}
 	p.Handlers = l.tasks(handlersNode, true)
 	p.Tasks = l.tasks(tasksNode, false)
+	l.checkFacts(p)
 	for _, t := range p.AllTasks() {
 		if !l.noLogSet[t] {
 			t.NoLog = p.NoLog

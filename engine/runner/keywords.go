@@ -70,16 +70,30 @@ func falseCondition(c *playbook.Cond) string {
 }
 
 // taskVars are the variables of t on host h: Ansible's groups and
-// hostvars, the host's own, the play's, the task's, what earlier tasks
-// registered, and -e above all.
-func taskVars(h *inventory.Host, p *playbook.Play, t *playbook.Task, registered map[string]any, o Options) map[string]any {
+// hostvars, the host's own, its facts, the play's, the task's, what
+// earlier tasks registered, and -e above all. The templated values the
+// task reads are rendered (playbook.Resolve); facts and registered
+// results are data.
+func taskVars(h *inventory.Host, p *playbook.Play, t *playbook.Task, facts, registered map[string]any, o Options) (map[string]any, error) {
 	base := map[string]any{"inventory_hostname": h.Name, "inventory_hostname_short": strings.SplitN(h.Name, ".", 2)[0], "group_names": h.Groups,
 		"ansible_check_mode": o.Check, "ansible_verbosity": o.Verbosity}
 	var tv map[string]any
 	if t != nil {
 		tv = t.Vars
 	}
-	return playbook.MergeVars(o.magic, base, h.Vars, p.Vars, tv, registered, o.ExtraVars)
+	vars := playbook.MergeVars(o.magic, base, h.Vars, facts, p.Vars, tv, registered, o.ExtraVars)
+	if t == nil {
+		return vars, nil
+	}
+	data := map[string]bool{}
+	for _, l := range []map[string]any{facts, registered} {
+		for k := range l {
+			if _, extra := o.ExtraVars[k]; !extra {
+				data[k] = true
+			}
+		}
+	}
+	return t.ResolveFor(vars, data)
 }
 
 // magicVars are Ansible's groups (every group's hosts, children's
@@ -138,7 +152,10 @@ func (r *runner) decide(s *hostState, p *playbook.Play, t *playbook.Task, regist
 	if !r.later[t] {
 		return "", s.args[t], nil
 	}
-	vars := taskVars(s.host, p, t, registered, r.o)
+	vars, err := taskVars(s.host, p, t, s.facts, registered, r.o)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", t.Pos, err)
+	}
 	ok, c, err := playbook.Holds(whenOf(t), vars)
 	if err != nil {
 		if r.o.Check && readsSkipped(t, registered) {
@@ -281,7 +298,12 @@ func (r *runner) judge(s *hostState, p *playbook.Play, t *playbook.Task, tr *rep
 		if t.Register != "" {
 			reg[t.Register] = resultVar(tr)
 		}
-		vars := taskVars(s.host, p, t, reg, r.o)
+		vars, verr := taskVars(s.host, p, t, s.facts, reg, r.o)
+		if verr != nil {
+			tr.Status, tr.Msg = report.Failed, verr.Error()
+			r.register(s, t, tr)
+			return
+		}
 		if len(t.FailedWhen) > 0 && !(r.o.Check && tr.Plan != nil && tr.Result == nil && isCommandPlan(tr)) {
 			failed, _, err := playbook.Holds(t.FailedWhen, vars)
 			switch {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 
+	"nodeconverge/engine/facts"
 	"nodeconverge/engine/fanout"
 	"nodeconverge/engine/inventory"
 	"nodeconverge/engine/module"
@@ -175,8 +176,11 @@ type hostState struct {
 	// late the arguments of tasks rendered when the host reached them;
 	// planErrs the planning failures of tasks with ignore_errors.
 	registered map[string]any
-	late       map[*playbook.Task]module.Args
-	planErrs   map[*playbook.Task]error
+	// facts are the host's gathered facts as variables (ansible_*,
+	// ansible_facts), nil until a play that reads them gathered them.
+	facts    map[string]any
+	late     map[*playbook.Task]module.Args
+	planErrs map[*playbook.Task]error
 	// judged says runStep already judged the current task's result.
 	judged bool
 }
@@ -253,13 +257,20 @@ func targetsOf(inv *inventory.Inventory, plays []*playbook.Play, o Options) (map
 }
 
 // laterTasks are the tasks whose when: or arguments read a variable their
-// play registers: they are decided when a host reaches them.
+// play registers, or a fact: they are decided when a host reaches them.
 func laterTasks(plays []*playbook.Play) map[*playbook.Task]bool {
 	later := map[*playbook.Task]bool{}
+	gathers := false
+	for _, p := range plays {
+		gathers = gathers || p.GatherFacts
+	}
 	for _, p := range plays {
 		reg := registeredNames(p)
 		for _, t := range p.AllTasks() {
-			if readsRegistered(t, reg) {
+			// A task that reads facts is decided once its host's facts
+			// are read (in its first round trip); facts an earlier play
+			// gathered stay the host's, as in Ansible.
+			if readsRegistered(t, reg) || gathers && len(t.Facts) > 0 {
 				later[t] = true
 			}
 		}
@@ -285,7 +296,11 @@ func decideHosts(plays []*playbook.Play, targets map[*playbook.Play][]*inventory
 				if in != nil && !in(h.Name) {
 					continue
 				}
-				vars := taskVars(h, p, t, nil, o)
+				vars, err := taskVars(h, p, t, nil, nil, o)
+				if err != nil {
+					errs = multierror.Append(errs, fmt.Errorf("host %s: %s: %w", h.Name, t.Pos, err))
+					continue
+				}
 				ok, c, err := playbook.Holds(whenOf(t), vars)
 				if err != nil {
 					errs = multierror.Append(errs, fmt.Errorf("host %s: %w", h.Name, err))
@@ -1038,6 +1053,25 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 		if because != nil {
 			tr.Because = dedupe(because[s.host.Name])
 		}
+		if len(t.Facts) > 0 && s.facts == nil && playReadsFacts(p) && !r.stopped() {
+			var ferr error
+			tr = r.bounded(ctx, s, tr, r.timeoutOf(t), func(ctx context.Context) { ferr = r.ensureFacts(ctx, s, t, become) })
+			if ferr != nil {
+				tr.Status, tr.Msg = report.Failed, ferr.Error()
+				if r.o.IsUnreachable(ferr) {
+					tr.Status = report.Unreachable
+				}
+			}
+			if tr.Status == report.Failed || tr.Status == report.Unreachable {
+				tr.Duration = time.Since(start)
+				results[i] = tr
+				r.run.Add(tr)
+				if r.o.Observer != nil {
+					r.o.Observer.Result(tr)
+				}
+				return
+			}
+		}
 		why, a, derr := r.decide(s, p, t, s.registered)
 		s.judged = false
 		switch {
@@ -1270,6 +1304,10 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 			}
 		}
 	}
+	gather := s.facts == nil && playReadsFacts(p)
+	if gather {
+		qs = append(qs, facts.Query())
+	}
 	q := node.MergeQueries(qs...)
 	if s.needLock {
 		if err := r.lockFirst(ctx, s, q); err != nil {
@@ -1279,6 +1317,11 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 		at(ctx, s, "read ahead")
 		if err := s.h.Prefetch(ctx, q); err != nil {
 			return fmt.Errorf("read ahead: %w", err)
+		}
+	}
+	if gather {
+		if err := r.readFacts(ctx, s, p); err != nil {
+			return err
 		}
 	}
 	if s.pending == nil {
@@ -1296,6 +1339,51 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 		s.h.KeepRuns(owing)
 	}
 	return nil
+}
+
+// playReadsFacts says the play gathers facts and one of its tasks reads
+// one: a play that reads none gathers none (nothing could tell).
+func playReadsFacts(p *playbook.Play) bool {
+	if !p.GatherFacts {
+		return false
+	}
+	for _, t := range p.AllTasks() {
+		if len(t.Facts) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// readFacts takes the host's facts from the answer of its first round
+// trip (the facts' command rode in it; the cache answers), and records
+// Ansible's "Gathering Facts" result for the recap.
+func (r *runner) readFacts(ctx context.Context, s *hostState, p *playbook.Play) error {
+	start := time.Now()
+	snap, err := s.h.Query(ctx, facts.Query())
+	if err != nil {
+		return fmt.Errorf("gather facts: %w", err)
+	}
+	if len(snap.Cmds) != 1 || !snap.Cmds[0].OK() {
+		return fmt.Errorf("gather facts: the node's command failed")
+	}
+	f, err := facts.Parse(snap.Cmds[0].Stdout)
+	if err != nil {
+		return err
+	}
+	s.facts = facts.Vars(f)
+	r.run.Add(&report.TaskResult{Play: p.Name, Task: "Gathering Facts", Module: "gather_facts", Host: s.host.Name, Status: report.OK, Duration: time.Since(start)})
+	return nil
+}
+
+// ensureFacts reads the host's facts before a task that reads them is
+// decided there, when nothing read the host yet in this play (a check
+// mode run reads a host when its first task runs).
+func (r *runner) ensureFacts(ctx context.Context, s *hostState, t *playbook.Task, become *bool) error {
+	if _, err := r.connect(ctx, s, become); err != nil {
+		return err
+	}
+	return r.prefetch(ctx, s, t)
 }
 
 // lockFirst takes the node lock of an apply, if the host does not hold it
