@@ -20,6 +20,7 @@ import (
 	"nodeconverge/engine/redact"
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/runner"
+	"nodeconverge/engine/safetext"
 )
 
 // exitError carries an exit code out of cobra without printing twice.
@@ -72,14 +73,16 @@ func main() {
 		// the signal ended, whatever the hosts did; the recap says what
 		// state each host was left in.
 		if err != nil && !errors.As(err, &ee) {
-			fmt.Fprintln(os.Stderr, "error:", err)
+			fmt.Fprintln(os.Stderr, "error:", safetext.Indent(redact.Text(err.Error()), "  "))
 		}
 		os.Exit(128 + int(got.Load().sig))
 	case errors.As(err, &ee):
 		os.Exit(ee.code)
 	case err != nil:
 		// A render error may quote a secret-named variable's value.
-		fmt.Fprintln(os.Stderr, "error:", redact.Text(err.Error()))
+		// Its text may quote a node's or an input's bytes: escaped, and
+		// continuation lines indented.
+		fmt.Fprintln(os.Stderr, "error:", safetext.Indent(redact.Text(err.Error()), "  "))
 		os.Exit(report.ExitFailed)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"nodeconverge/engine/redact"
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/runner"
+	"nodeconverge/engine/safetext"
 	"nodeconverge/engine/savedplan"
 	"nodeconverge/engine/transport"
 	"nodeconverge/engine/transport/localconn"
@@ -291,7 +292,7 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 			return report.ExitFailed, err
 		}
 		if err := sp.Write(o.Out); err != nil {
-			fmt.Fprintln(out, "ERROR:", err)
+			fmt.Fprintln(out, "ERROR:", safetext.Indent(err.Error(), "  "))
 			return report.ExitFailed, nil
 		}
 	}
@@ -332,7 +333,7 @@ func list(w io.Writer, o ApplyOptions, inv *inventory.Inventory, books map[strin
 				}
 				fmt.Fprintf(&b, "    pattern: ['%s']\n    hosts (%d):\n", strings.Join(strings.Split(p.Hosts, ","), "', '"), len(names))
 				for _, n := range names {
-					fmt.Fprintf(&b, "      %s\n", n)
+					fmt.Fprintf(&b, "      %s\n", safetext.Name(n))
 				}
 			}
 			if o.ListTasks {
@@ -342,12 +343,12 @@ func list(w io.Writer, o ApplyOptions, inv *inventory.Inventory, books map[strin
 					if name == "" {
 						name = t.Module
 					}
-					fmt.Fprintf(&b, "      %s\tTAGS: [%s]\n", name, strings.Join(t.Tags, ", "))
+					fmt.Fprintf(&b, "      %s\tTAGS: [%s]\n", safetext.Line(name), safetext.Line(strings.Join(t.Tags, ", ")))
 				}
 			}
 		}
 	}
-	_, err = io.WriteString(w, b.String())
+	_, err = io.WriteString(w, safetext.Block(b.String()))
 	return err
 }
 

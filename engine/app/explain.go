@@ -17,6 +17,7 @@ import (
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/redact"
 	"nodeconverge/engine/report"
+	"nodeconverge/engine/safetext"
 	"nodeconverge/engine/transport"
 	"nodeconverge/engine/transport/sshconn"
 	"nodeconverge/modules/containerd/ctrconf"
@@ -113,7 +114,9 @@ func Explain(ctx context.Context, o ExplainOptions) (int, error) {
 		// Secret-named inventory values are masked in what is printed.
 		var b strings.Builder
 		writeExplanation(&b, e, o.All)
-		if _, err := io.WriteString(o.Stdout, redact.Values(b.String())); err != nil {
+		// The node's text (file names, error text, the daemon's words)
+		// shows control characters as escapes.
+		if _, err := io.WriteString(o.Stdout, safetext.Block(redact.Values(b.String()))); err != nil {
 			return code, fmt.Errorf("write: %w", err)
 		}
 	}
@@ -127,7 +130,7 @@ func explainHost(ctx context.Context, dial func(context.Context, *inventory.Host
 	}
 	defer func() {
 		if err := c.Close(); err != nil && !sshconn.IsUnreachable(err) {
-			fmt.Fprintf(o.Stdout, "close %s: %v\n", h.Name, err)
+			fmt.Fprintf(o.Stdout, "close %s: %s\n", safetext.Name(h.Name), safetext.Line(err.Error()))
 		}
 	}()
 	nh := node.NewHost(c, node.HostOptions{})
@@ -165,15 +168,15 @@ func explainRuntimes(ctx context.Context, p transport.Prover, o ExplainOptions) 
 }
 
 func writeExplanation(w io.Writer, he HostExplanation, all bool) {
-	fmt.Fprintf(w, "== %s\n", he.Host)
+	fmt.Fprintf(w, "== %s\n", safetext.Name(he.Host))
 	if he.Error != "" {
-		fmt.Fprintf(w, "  error: %s\n\n", he.Error)
+		fmt.Fprintf(w, "  error: %s\n\n", safetext.Indent(he.Error, "    "))
 		return
 	}
 	e := he.Explanation
 	fmt.Fprintf(w, "  containerd: %s\n  config version %d; files containerd loads, in order:\n", e.BinVersion, e.Version)
 	for i, f := range e.Files {
-		fmt.Fprintf(w, "    %d. %s\n", i+1, f)
+		fmt.Fprintf(w, "    %d. %s\n", i+1, safetext.Line(f))
 	}
 	for _, m := range e.Missing {
 		fmt.Fprintf(w, "    MISSING (imported by name; containerd refuses to start): %s\n", m)
@@ -301,15 +304,9 @@ func runtimeKey(key, name string) bool {
 		strings.Contains(key, ".runtimes.'"+name+"'.")
 }
 
-// sanitizeLine keeps daemon text on its line.
-func sanitizeLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-}
+// sanitizeLine keeps daemon text on its line, its control characters
+// shown as escapes.
+func sanitizeLine(s string) string { return safetext.Line(s) }
 
 // declaredSettings reads what every task of a playbook whose module is a
 // ctrconf.Declarer declares, per host its play targets. Values are taken

@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/redact"
+	"nodeconverge/engine/safetext"
 )
 
 // Observer receives a run as it happens. The runner calls it from several
@@ -37,7 +37,7 @@ type Human struct {
 func (h *Human) PlayStart(name string, hosts []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	fmt.Fprintf(h.W, "\nPLAY [%s] (%d hosts)\n", name, len(hosts))
+	fmt.Fprintf(h.W, "\nPLAY [%s] (%d hosts)\n", safetext.Line(redact.Values(name)), len(hosts))
 }
 
 // TaskStart prints the task header.
@@ -48,7 +48,7 @@ func (h *Human) TaskStart(name string, handler bool) {
 	if handler {
 		kind = "HANDLER"
 	}
-	fmt.Fprintf(h.W, "\n%s [%s]\n", kind, name)
+	fmt.Fprintf(h.W, "\n%s [%s]\n", kind, safetext.Line(redact.Values(name)))
 }
 
 // Result prints one host's outcome of the current task. A no_log task
@@ -59,12 +59,16 @@ func (h *Human) Result(tr *TaskResult) {
 	hidden := tr.NoLog && tr.Plan != nil && len(tr.Plan.Files) > 0 && tr.Status != Skipped
 	tr = tr.Shown()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: [%s]", tr.Status, tr.Host)
+	// Everything after the status and the host is the node's or the
+	// inventory's text: one line each (safetext.Line), or indented under
+	// the status line (safetext.Indent), so no value can start a line that
+	// reads as another host's status.
+	fmt.Fprintf(&b, "%s: [%s]", tr.Status, safetext.Name(tr.Host))
 	if tr.Plan != nil && (tr.Status == Changed || tr.Status == Failed) {
 		for _, f := range tr.Plan.Files {
-			fmt.Fprintf(&b, " %s %s", f.Action, f.Path)
+			fmt.Fprintf(&b, " %s %s", f.Action, safetext.Line(f.Path))
 			if f.Action == module.Move {
-				fmt.Fprintf(&b, " (from %s)", f.From)
+				fmt.Fprintf(&b, " (from %s)", safetext.Line(f.From))
 			}
 		}
 		for _, c := range tr.Plan.Commands {
@@ -72,55 +76,57 @@ func (h *Human) Result(tr *TaskResult) {
 		}
 	}
 	if len(tr.Because) > 0 {
-		fmt.Fprintf(&b, " (because %s)", strings.Join(tr.Because, ", "))
+		fmt.Fprintf(&b, " (because %s)", safetext.Line(strings.Join(tr.Because, ", ")))
 	}
 	msg := tr.Msg
 	if msg == "" && tr.Result != nil {
 		msg = tr.Result.Msg
 	}
 	if msg != "" {
-		msg := sanitize(redact.Text(strings.TrimRight(msg, "\n")))
+		msg := redact.Text(strings.TrimRight(msg, "\n"))
 		if strings.Contains(msg, "\n") {
-			fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(msg, "\n", "\n    "))
+			fmt.Fprintf(&b, "\n    %s", safetext.Indent(msg, "    "))
 		} else {
+			msg = safetext.Line(msg)
 			fmt.Fprintf(&b, " => %s", msg)
 		}
 	}
 	// A failed task's output is shown without -v: it is why it failed
 	// (unless the message already carries it).
 	if tr.Result != nil && tr.Result.Output != "" && (h.Verbose || tr.Status == Failed && !strings.Contains(tr.Msg, tr.Result.Output)) {
-		fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(sanitize(redact.Text(tr.Result.Output)), "\n", "\n    "))
+		fmt.Fprintf(&b, "\n    %s", safetext.Indent(redact.Text(tr.Result.Output), "    "))
 	}
 	b.WriteString("\n")
 	for _, p := range tr.Proofs {
 		// What did not prove is said line by line, with the daemon's
 		// words; what did is in the message's summary.
 		if p.Status != module.ProofProved {
-			fmt.Fprintf(&b, "    proof: %s\n", sanitize(redact.Text(ProofLine(p))))
+			fmt.Fprintf(&b, "    proof: %s\n", safetext.Line(redact.Text(ProofLine(p))))
 		}
 	}
 	if tr.Plan != nil && (tr.Status == Changed || tr.Status == Failed) {
 		for _, d := range tr.Plan.Drift {
-			fmt.Fprintf(&b, "    drift: %s\n", sanitize(redact.Text(d)))
+			fmt.Fprintf(&b, "    drift: %s\n", safetext.Line(redact.Text(d)))
 		}
 	}
 	if tr.Plan != nil && h.Verbose {
 		for _, n := range tr.Plan.Notes {
-			fmt.Fprintf(&b, "    note: %s\n", sanitize(redact.Text(n)))
+			fmt.Fprintf(&b, "    note: %s\n", safetext.Line(redact.Text(n)))
 		}
 		for _, e := range tr.Plan.Evidence {
-			fmt.Fprintf(&b, "    evidence: %s: %s (ok=%v)\n", e.What, e.Command, e.OK)
+			fmt.Fprintf(&b, "    evidence: %s: %s (ok=%v)\n", safetext.Line(e.What), safetext.Line(e.Command), e.OK)
 		}
 	}
 	if h.Diff && tr.Plan != nil && tr.Status != Skipped {
-		b.WriteString(PlanDiff(tr.Host, tr.Plan))
+		b.WriteString(planDiff(tr.Host, tr.Plan, true))
 	}
 	if h.Diff && hidden {
 		b.WriteString("    (diff hidden: no_log: true)\n")
 	}
 	// Last, the values of secret-named variables, wherever they ended
-	// up (a command line, a path, a message).
-	io.WriteString(h.W, redact.Values(b.String()))
+	// up (a command line, a path, a message); Block once more, so that no
+	// field this function forgot can put a raw control byte on the stream.
+	io.WriteString(h.W, safetext.Block(redact.Values(b.String())))
 }
 
 // ProofLine is one proof in words: "runtime nvidia failed: ...".
@@ -164,15 +170,27 @@ func ProofSummary(ps []module.Proof) string {
 }
 
 // PlanDiff renders a plan's file changes as unified diffs and its effective
-// changes as key lines.
-func PlanDiff(host string, p *module.Plan) string {
+// changes as key lines, with the files' bytes exact (for the JSON and HTML
+// reports, which escape for themselves); the human output prints the same
+// made safe for a terminal.
+func PlanDiff(host string, p *module.Plan) string { return planDiff(host, p, false) }
+
+// planDiff is PlanDiff; with safe, names and values are kept on their line
+// (safetext.Line) and file text shows control characters as escapes
+// (safetext.Block).
+func planDiff(host string, p *module.Plan, safe bool) string {
+	line, block := func(s string) string { return s }, func(s string) string { return s }
+	if safe {
+		line, block = safetext.Line, safetext.Block
+	}
+	host = line(host)
 	var b strings.Builder
 	for _, f := range p.Files {
 		if f.Action == module.Move {
-			fmt.Fprintf(&b, "--- %s:%s\n+++ %s:%s\n(moved, content unchanged)\n", host, f.From, host, f.Path)
+			fmt.Fprintf(&b, "--- %s:%s\n+++ %s:%s\n(moved, content unchanged)\n", host, line(f.From), host, line(f.Path))
 			continue
 		}
-		from, to := host+":"+f.Path, host+":"+f.Path
+		from, to := host+":"+line(f.Path), host+":"+line(f.Path)
 		if f.Action == module.Create {
 			from = "/dev/null"
 		}
@@ -185,19 +203,19 @@ func PlanDiff(host string, p *module.Plan) string {
 		}
 		text, err := difflib.GetUnifiedDiffString(ud)
 		if err != nil {
-			fmt.Fprintf(&b, "(diff of %s failed: %v)\n", f.Path, err)
+			fmt.Fprintf(&b, "(diff of %s failed: %s)\n", line(f.Path), line(err.Error()))
 			continue
 		}
 		if text == "" && string(f.Before) != string(f.After) {
 			text = fmt.Sprintf("--- %s\n+++ %s\n(only redacted credential values differ)\n", from, to)
 		}
-		b.WriteString(redact.Values(text))
+		b.WriteString(block(redact.Values(text)))
 		if text != "" && !strings.HasSuffix(text, "\n") {
 			b.WriteString("\n")
 		}
 		for _, r := range f.Reasons {
 			if r != "content" {
-				fmt.Fprintf(&b, "    %s: %s\n", f.Path, r)
+				fmt.Fprintf(&b, "    %s: %s\n", line(f.Path), line(r))
 			}
 		}
 	}
@@ -213,11 +231,11 @@ func PlanDiff(host string, p *module.Plan) string {
 				// listing them hides the lines that matter.
 				zero++
 			case e.Before == "":
-				lines = append(lines, fmt.Sprintf("  + %s = %s", e.Key, e.After))
+				lines = append(lines, fmt.Sprintf("  + %s = %s", line(e.Key), line(e.After)))
 			case e.After == "":
-				lines = append(lines, fmt.Sprintf("  - %s = %s", e.Key, e.Before))
+				lines = append(lines, fmt.Sprintf("  - %s = %s", line(e.Key), line(e.Before)))
 			default:
-				lines = append(lines, fmt.Sprintf("  ~ %s = %s -> %s", e.Key, e.Before, e.After))
+				lines = append(lines, fmt.Sprintf("  ~ %s = %s -> %s", line(e.Key), line(e.Before), line(e.After)))
 			}
 		}
 		switch {
@@ -233,53 +251,40 @@ func PlanDiff(host string, p *module.Plan) string {
 	return b.String()
 }
 
-var ansiSeq = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
-
-// sanitize drops control characters (colour codes, carriage returns) that a
-// remote tool printed, so piped output stays plain text and a node cannot
-// redraw the operator's terminal.
-func sanitize(s string) string {
-	s = ansiSeq.ReplaceAllString(s, "")
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' || r >= 0x20 && r != 0x7f {
-			return r
-		}
-		return -1
-	}, s)
-}
-
 // Done prints the recap.
 func (h *Human) Done(r *Run) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var b strings.Builder
 	for _, n := range r.Notes {
-		fmt.Fprintf(h.W, "\nNOTE: %s\n", sanitize(redact.Text(n)))
+		fmt.Fprintf(&b, "\nNOTE: %s\n", safetext.Indent(redact.Values(redact.Text(n)), "  "))
 	}
 	for _, e := range r.Lost {
-		fmt.Fprintf(h.W, "\nERROR: %s\n", sanitize(redact.Text(e)))
+		fmt.Fprintf(&b, "\nERROR: %s\n", safetext.Indent(redact.Values(redact.Text(e)), "  "))
 	}
 	for _, e := range r.Errors {
-		fmt.Fprintf(h.W, "\nERROR: %s\n", sanitize(redact.Text(e)))
+		fmt.Fprintf(&b, "\nERROR: %s\n", safetext.Indent(redact.Values(redact.Text(e)), "  "))
 	}
-	fmt.Fprintf(h.W, "\nRECAP%s\n", map[bool]string{true: " (check mode: nothing was changed)", false: ""}[r.Check])
+	fmt.Fprintf(&b, "\nRECAP%s\n", map[bool]string{true: " (check mode: nothing was changed)", false: ""}[r.Check])
 	width := 0
 	hosts := r.SortedHosts()
 	for _, host := range hosts {
-		width = max(width, len(host))
+		width = max(width, len(safetext.Name(host)))
 	}
 	for _, host := range hosts {
 		rc := r.Recap[host]
-		fmt.Fprintf(h.W, "%-*s : ok=%d changed=%d unreachable=%d failed=%d skipped=%d",
-			width, host, rc.OK, rc.Changed, rc.Unreachable, rc.Failed, rc.Skipped)
+		fmt.Fprintf(&b, "%-*s : ok=%d changed=%d unreachable=%d failed=%d skipped=%d",
+			width, safetext.Name(host), rc.OK, rc.Changed, rc.Unreachable, rc.Failed, rc.Skipped)
 		if rc.Ignored > 0 {
-			fmt.Fprintf(h.W, " ignored=%d", rc.Ignored)
+			fmt.Fprintf(&b, " ignored=%d", rc.Ignored)
 		}
 		if why, ok := r.NotAttempted[host]; ok {
-			fmt.Fprintf(h.W, "  not attempted: %s", redact.Text(why))
+			fmt.Fprintf(&b, "  not attempted: %s", safetext.Line(redact.Values(redact.Text(why))))
 		}
 		if st, ok := r.Interrupted[host]; ok {
-			fmt.Fprintf(h.W, "  interrupted: %s", sanitize(redact.Text(st)))
+			fmt.Fprintf(&b, "  interrupted: %s", safetext.Line(redact.Values(redact.Text(st))))
 		}
-		fmt.Fprintln(h.W)
+		b.WriteString("\n")
 	}
+	io.WriteString(h.W, safetext.Block(b.String()))
 }

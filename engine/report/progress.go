@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"sync"
+
+	"nodeconverge/engine/safetext"
 )
 
 // TaskSizer is an optional Observer extension: a runner that knows how many
@@ -127,7 +129,7 @@ func (p *Progress) draw() {
 	if p.handler {
 		kind = "HANDLER"
 	}
-	name := []rune(p.task)
+	name := []rune(safetext.Line(p.task))
 	if len(name) > maxTaskName {
 		name = append(name[:maxTaskName-1], '…')
 	}

@@ -109,9 +109,36 @@ func TestPromCarriesLastSuccessForward(t *testing.T) {
 	}
 }
 
-func TestSanitize(t *testing.T) {
-	if got := sanitize("\x1b[31mred\x1b[0m\r\nok\tx"); got != "red\nok\tx" {
-		t.Fatalf("sanitize = %q", got)
+// A node's text reaches the human output with its control bytes as
+// visible escapes, and no value starts a line of its own.
+func TestHumanEscapesNodeText(t *testing.T) {
+	var out bytes.Buffer
+	h := &Human{W: &out, Diff: true}
+	h.PlayStart("p\x1b]0;t\x07", []string{"a"})
+	h.TaskStart("t\nok: [b]", false)
+	p := &module.Plan{Files: []module.FileChange{{Action: module.Update, Path: "/etc/x\nok: [b] => {}",
+		Before: []byte("a = 1 # \x00 \x1b[2J\r\n"), After: []byte("a = 2 # \x00 \x1b[2J\r\n")}}}
+	h.Result(&TaskResult{Host: "a\nb : ok=1", Status: Changed, Plan: p, Msg: "two\nok: [b] lines \x1b[31m"})
+	r := NewRun("id", false)
+	r.Add(&TaskResult{Host: "a\nb : ok=1", Status: Changed})
+	r.Errors = append(r.Errors, "failed\nok: [b] \x07")
+	h.Done(r)
+	got := out.String()
+	for _, c := range got {
+		if c != '\n' && c != '\t' && (c < 0x20 || c == 0x7f) {
+			t.Fatalf("raw control character %q in\n%s", c, got)
+		}
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if strings.HasPrefix(l, "ok: [b]") || strings.HasPrefix(l, "b : ok") {
+			t.Errorf("a forged line %q in\n%s", l, got)
+		}
+	}
+	for _, want := range []string{`PLAY [p\x1b]0;t\x07]`, `TASK [t\nok: [b]]`, `changed: [a\nb : ok=1] update /etc/x\nok: [b] => {}`,
+		`-a = 1 # \x00 \x1b[2J\r`, `    ok: [b] lines \x1b[31m`, `a\nb : ok=1 : ok=0 changed=1`, `failed` + "\n" + `  ok: [b] \x07`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
 	}
 }
 

@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"nodeconverge/lab/labtest"
+)
+
+// Issue 29: hostile content and names. A node, an inventory or a variable
+// can hold any byte; what nodeconverge prints must stay the operator's
+// text: control characters shown as visible escapes, no line that reads
+// as another host's status or recap, and the JSON report exact.
+
+// rawControl returns the first raw control byte (other than newline and
+// tab) of s, or -1.
+func rawControl(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\n' && c != '\t' || c == 0x7f {
+			return i
+		}
+	}
+	return -1
+}
+
+// hostileComment is the issue's operator comment in config.toml: a NUL, an
+// OSC that retitles the window, a screen clear and a colour.
+const hostileComment = "# ops: \x00 do not edit \x1b]0;pwned\x07\x1b[2J\x1b[31m red"
+
+// TestFaultNodeTextEscaped (issue 29 item 1): a node's config.toml carries
+// the hostile comment next to a line a task changes, and a command prints
+// escape sequences. `apply --check --diff -v` and `apply --diff -v` show the
+// comment as diff context and the output, with every control byte as a
+// visible escape on stdout and stderr (none dropped); the JSON report's
+// diff holds the bytes exactly; the node's file keeps them.
+func TestFaultNodeTextEscaped(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", NoContainerd: true})
+	n := l.Nodes[0].Name
+	config := "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n  SystemdCgroup = false\n  " + hostileComment + "\n"
+	putFile(t, l, n, "/etc/containerd/config.toml", config)
+	pb := writePlaybook(t, `
+- name: hostile node text
+  hosts: all
+  tasks:
+    - name: cgroup driver
+      replace:
+        path: /etc/containerd/config.toml
+        regexp: 'SystemdCgroup = false'
+        replace: 'SystemdCgroup = true'
+    - name: a tool that paints
+      shell:
+        cmd: 'printf ''tool \033]0;owned\007 says \033[2J\000 hi\r\n'''
+`)
+	shown := `\x00 do not edit \x1b]0;pwned\x07\x1b[2J\x1b[31m red`
+	for _, mode := range [][]string{{"--check"}, nil} {
+		rep := filepath.Join(t.TempDir(), "r.json")
+		args := append(append([]string{"apply", "--diff", "-v", "--report", "json=" + rep}, mode...), labArgs(l, pb)...)
+		r, _ := ncBounded(t, 120*time.Second, args...)
+		if mode == nil {
+			wantCode(t, r, 0)
+		} else {
+			wantCode(t, r, 2)
+		}
+		for name, s := range map[string]string{"stdout": r.stdout, "stderr": r.stderr} {
+			if i := rawControl(s); i >= 0 {
+				t.Errorf("%v: raw control byte %q on %s at %d:\n%q", mode, s[i], name, i, s)
+			}
+		}
+		if !strings.Contains(r.stdout, "   # ops: "+shown+"\n") {
+			t.Errorf("%v: the comment is not shown as escaped diff context %q:\n%s", mode, shown, r.stdout)
+		}
+		if mode == nil && !strings.Contains(r.stdout, `tool \x1b]0;owned\x07 says \x1b[2J\x00 hi\r`) {
+			t.Errorf("the command's output is not shown escaped:\n%s", r.stdout)
+		}
+		b, err := os.ReadFile(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Results []struct {
+				Diff string `json:"diff"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatalf("%v: the JSON report does not decode: %v", mode, err)
+		}
+		exact := false
+		for _, res := range doc.Results {
+			exact = exact || strings.Contains(res.Diff, " "+hostileComment+"\n")
+		}
+		if !exact {
+			t.Errorf("%v: the JSON report's diff does not hold the comment's bytes exactly:\n%s", mode, b)
+		}
+	}
+	got, err := os.ReadFile(l.NodePath(n, "/etc/containerd/config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(config, "false", "true", 1); string(got) != want {
+		t.Errorf("config.toml is %q, want %q", got, want)
+	}
+}
