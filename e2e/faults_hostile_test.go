@@ -104,3 +104,88 @@ func TestFaultNodeTextEscaped(t *testing.T) {
 		t.Errorf("config.toml is %q, want %q", got, want)
 	}
 }
+
+// forged says which line of out reads as a status or recap line of a host
+// that did not write it: one that starts with a status of host, or with
+// host and " : ok=", or with NOTE: from text that is not ours.
+func forged(out, host string) string {
+	for _, l := range strings.Split(out, "\n") {
+		for _, p := range []string{"ok: [" + host + "]", "changed: [" + host + "]", "failed: [" + host + "]", host + " : ok=", "NOTE: forged"} {
+			if strings.HasPrefix(l, p) {
+				return l
+			}
+		}
+	}
+	return ""
+}
+
+// TestFaultForgedNames (issue 29 item 2): an inventory host named with
+// newlines that spell another host's recap line is refused at load, naming
+// the file and line, in YAML and INI; a group name with an escape too. A
+// variable whose value spells another host's status line, used in a copy's
+// dest and a debug message, is printed on its own line (escaped) or
+// indented under the status line it belongs to: no line reads as the
+// other host's.
+func TestFaultForgedNames(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 2, Scenario: "clean", NoContainerd: true})
+	n, other := l.Nodes[0].Name, l.Nodes[1].Name
+	dir := t.TempDir()
+	evilYAML := filepath.Join(dir, "evil.yaml")
+	if err := os.WriteFile(evilYAML, []byte("all:\n  hosts:\n    \"evil\\n"+other+" : ok=3 changed=0 unreachable=0 failed=0 skipped=0\\nNOTE: forged\":\n      ansible_host: 127.0.0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evilINI := filepath.Join(dir, "evil.ini")
+	if err := os.WriteFile(evilINI, []byte("[ok]\n"+n+"\n\n[bad\x1b[2Jgroup]\n"+other+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pb := writePlaybook(t, `
+- name: forged
+  hosts: all
+  tasks:
+    - name: print
+      debug:
+        msg: hello
+`)
+	for _, c := range []struct{ inv, at string }{{evilYAML, evilYAML + ":3:"}, {evilINI, evilINI + ":4:"}} {
+		r, _ := ncBounded(t, 60*time.Second, "apply", "-i", l.Inventory, "-i", c.inv, "--known-hosts", l.KnownHosts, "--ssh-config", "/dev/null", pb)
+		wantCode(t, r, 1)
+		if !strings.Contains(r.stderr, c.at) || !strings.Contains(r.stderr, "control character") {
+			t.Errorf("want the name refused at %s naming the control character:\n%s", c.at, r)
+		}
+		if f := forged(r.stdout+"\n"+r.stderr, other); f != "" {
+			t.Errorf("forged line %q:\n%s", f, r)
+		}
+		if i := rawControl(r.stdout + r.stderr); i >= 0 {
+			t.Errorf("raw control byte in:\n%q", r.stdout+r.stderr)
+		}
+	}
+	pb = writePlaybook(t, `
+- name: forged values
+  hosts: `+n+`
+  vars:
+    evil: "a\nok: [`+other+`] => {\"changed\": false}\nNOTE: forged"
+  tasks:
+    - name: a file named by the value
+      copy:
+        dest: "/etc/containerd/{{ evil }}.toml"
+        content: "x\n"
+    - name: the value as a message
+      debug:
+        msg: "{{ evil }}"
+`)
+	for _, mode := range [][]string{{"--check"}, nil} {
+		r, _ := ncBounded(t, 120*time.Second, append(append([]string{"apply", "--diff"}, mode...), labArgs(l, pb)...)...)
+		// Whether such a dest is written is not this test's matter
+		// (a path with a newline is refused: TestFaultRenderedPathDotDot);
+		// what is printed is.
+		if f := forged(r.stdout+"\n"+r.stderr, other); f != "" {
+			t.Errorf("%v: forged line %q:\n%s", mode, f, r)
+		}
+		if i := rawControl(r.stdout + r.stderr); i >= 0 {
+			t.Errorf("%v: raw control byte in:\n%q", mode, r.stdout+r.stderr)
+		}
+		if !strings.Contains(r.stdout+r.stderr, `/etc/containerd/a\nok: [`+other+`] => {"changed": false}\nNOTE: forged.toml`) {
+			t.Errorf("%v: the dest is not shown escaped on one line:\n%s", mode, r)
+		}
+	}
+}

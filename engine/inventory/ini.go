@@ -82,6 +82,9 @@ func (l *loader) parseINI(path string, data []byte) error {
 		}
 		if m := iniSection.FindStringSubmatch(line); m != nil {
 			name, st := m[1], m[2]
+			if err := checkName("group", name); err != nil {
+				return fail("%v", err)
+			}
 			if st == "" {
 				st = "hosts"
 			} else if st != "hosts" && st != "children" && st != "vars" {
@@ -141,6 +144,9 @@ func (l *loader) parseINI(path string, data []byte) error {
 				return fail("expected a group name in [%s:children], got: %s", group, line)
 			}
 			child := m[1]
+			if err := checkName("group", child); err != nil {
+				return fail("%v", err)
+			}
 			if _, ok := l.inv.Groups[child]; !ok {
 				if p, ok := pending[child]; ok {
 					p.parents = append(p.parents, group)

@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"nodeconverge/engine/inputs"
+	"nodeconverge/engine/safetext"
 	"nodeconverge/engine/vault"
 	"nodeconverge/engine/yamlx"
 )
@@ -186,6 +187,9 @@ func (l *loader) parseYAMLInventory(path string, root *yaml.Node) error {
 		name, err := l.keyName(k, seen, "group")
 		if err != nil {
 			return err
+		}
+		if err := checkName("group", name); err != nil {
+			return nodeErr(path, k, "%v", err)
 		}
 		if contains(groupKeys, name) {
 			// Ansible would make a group called "hosts"; that is never
@@ -384,6 +388,9 @@ func (l *loader) parseChildren(g *Group, n *yaml.Node) error {
 		child, err := l.keyName(k, seen, "group")
 		if err != nil {
 			return err
+		}
+		if err := checkName("group", child); err != nil {
+			return nodeErr(l.file, k, "%v", err)
 		}
 		// The edge goes in before the child is read, so a cycle is
 		// found before the recursion could follow it forever.
@@ -892,7 +899,22 @@ func contains(list []string, s string) bool {
 
 // expandHost expands Ansible host ranges ("node[01:04]", "[a:c]x") and
 // splits a trailing ":port".
+// checkName refuses a host or group name that holds a control character
+// (a newline, an escape, a NUL, a bidi override: safetext.Unsafe) or bytes
+// that are not UTF-8. Such a name is never a machine's name (Ansible's
+// host patterns and DNS names have none), and printed it would forge
+// output: "evil\nnuc2 : ok=3 ..." reads as a recap line of nuc2.
+func checkName(what, name string) error {
+	if safetext.Line(name) != name {
+		return fmt.Errorf("%s name %s holds a control character or bytes that are not UTF-8 (shown escaped): names are printed on one line, so they may not", what, strconv.Quote(name))
+	}
+	return nil
+}
+
 func expandHost(pattern string) ([]string, int, error) {
+	if err := checkName("host", pattern); err != nil {
+		return nil, 0, err
+	}
 	port := 0
 	if i := strings.LastIndexByte(pattern, ':'); i > 0 && strings.Count(pattern, ":") == 1 && !strings.Contains(pattern, "[") {
 		p, err := strconv.Atoi(pattern[i+1:])

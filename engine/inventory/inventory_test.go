@@ -664,3 +664,30 @@ func TestDirectoryRules(t *testing.T) {
 		t.Error("hosts.yml and hosts are inventory files")
 	}
 }
+
+// Issue 29 item 2: a host or group name with a control character is
+// refused at load, naming the file and line, in every form a name takes
+// (YAML host and group keys, children, INI hosts, sections, children, a
+// host list); names are never printed raw.
+func TestControlCharacterNamesRefused(t *testing.T) {
+	for _, c := range []struct{ file, src, at string }{
+		{"a.yaml", "all:\n  hosts:\n    \"evil\\nnuc2 : ok=3\":\n", "a.yaml:3:"},
+		{"a.yaml", "\"g\\x1b[2J\":\n  hosts:\n    h:\n", "a.yaml:1:"},
+		{"a.yaml", "all:\n  children:\n    \"g\\u202e\":\n      hosts:\n        h:\n", "a.yaml:3:"},
+		{"a.yaml", "all:\n  hosts:\n    \"n\\x00[1:2]\":\n", "a.yaml:3:"},
+		{"a.ini", "h1\nevil\x1b]0;t\x07\n", "line 2: host"},
+		{"a.ini", "[ok]\nh\n[bad\x1bgroup]\nh2\n", "a.ini:3:"},
+		{"a.ini", "[p:children]\nc\x07\n[c\x07]\nh\n", "a.ini:2:"},
+	} {
+		_, err := load(c.file, []byte(c.src))
+		if err == nil || !strings.Contains(err.Error(), c.at) || !strings.Contains(err.Error(), "control character") {
+			t.Errorf("%q: want an error at %s naming the control character, got %v", c.src, c.at, err)
+		}
+		if err != nil && strings.ContainsAny(err.Error(), "\n\x1b\x00\x07") {
+			t.Errorf("%q: the error holds the raw name: %q", c.src, err)
+		}
+	}
+	if _, err := load("ok.yaml", []byte("all:\n  hosts:\n    nüc-1.example:\n  children:\n    gpu_ü:\n      hosts:\n        x:\n")); err != nil {
+		t.Errorf("printable names refused: %v", err)
+	}
+}
