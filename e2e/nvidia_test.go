@@ -422,3 +422,41 @@ func TestNvidiaLineEdits(t *testing.T) {
 		})
 	}
 }
+
+// TestNvidiaPastedTwiceIncident (issue 28 #3): the incident's own drop-in
+// with its nvidia block appended a second time (no containerd loads it),
+// converged by state present through the runner, with an explicit path and
+// with path auto, on both generations: one apply converges (the runner's
+// re-check after apply plans nothing, else the host would be rolled back),
+// the second apply changes nothing, and every runtime keeps the operator's
+// SystemdCgroup = true.
+func TestNvidiaPastedTwiceIncident(t *testing.T) {
+	inc := filepath.Join(labtest.RepoRoot(), "lab", "scenarios", "incident")
+	op := mustRead(t, filepath.Join(inc, "99-nvidia.toml"))
+	i := strings.Index(op, `        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]`)
+	j := strings.Index(op, `        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-cdi]`)
+	if i < 0 || j < i {
+		t.Fatal("the incident's drop-in changed: no nvidia block to paste")
+	}
+	for _, g := range generations {
+		for _, path := range []string{"/etc/containerd/conf.d/99-nvidia.toml", "auto"} {
+			t.Run(g.name+"/"+filepath.Base(path), func(t *testing.T) {
+				l, node := nvidiaLab(t, g.gen)
+				writeNodeFile(t, l, node, "/etc/containerd/config.toml", mustRead(t, filepath.Join(inc, "config.toml")))
+				writeNodeFile(t, l, node, "/etc/containerd/conf.d/99-nvidia.toml", op+"\n"+op[i:j])
+				convergeTwice(t, l, node, nvidiaPlay(t, node, "path: "+path, "state: present"))
+				rts := nodeRuntimes(t, l, node, g.gen)
+				for _, name := range []string{"nvidia", "nvidia-cdi", "nvidia-legacy", "runc"} {
+					rt, ok := rts[name]
+					if !ok {
+						t.Errorf("%s missing: %+v", name, rts)
+						continue
+					}
+					if !rt.SystemdCgroup {
+						t.Errorf("%s options %v: SystemdCgroup = true lost", name, rt.Options)
+					}
+				}
+			})
+		}
+	}
+}

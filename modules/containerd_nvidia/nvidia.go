@@ -313,7 +313,18 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 			}
 			e.live = snap.File(target)
 		}
-		if err := a.targetCandidates(e, tree, base, major, prefix); err != nil {
+		tmpl := base
+		if !base.OK && a.State == "present" {
+			// The live tree does not load (a table pasted twice), so
+			// runc's options cannot be read from it; they are read from
+			// the tree as a repair would leave it, or the rebuilt
+			// runtimes would lack them and the next check, on a tree
+			// that loads, would plan them again (issue 28 #3).
+			if tmpl, err = repairedDump(ctx, h, tree, managed); err != nil {
+				return nil, err
+			}
+		}
+		if err := a.targetCandidates(e, tree, tmpl, major, prefix); err != nil {
 			return nil, err
 		}
 		target0 = e
@@ -847,6 +858,24 @@ func intended(a *Args, names []string, prefix, key string) bool {
 // The options are read as the daemon decodes them and spelled once each
 // (runtimeopts.Canonical): runc's `binaryName` must not travel next to the
 // nvidia runtimes' own BinaryName (issue 10, defect 2).
+// repairedDump is the dump of tree with the managed runtimes stripped from
+// every file that does not parse: the tree state repair would leave. It is
+// the live tree's failed dump again when that tree does not load either.
+func repairedDump(ctx context.Context, h transport.Reader, tree *ctrconf.Tree, managed func(string) bool) (*ctrconf.Effective, error) {
+	over := ctrconf.Overrides{}
+	for _, f := range tree.Files {
+		if !f.Missing && !f.Parses {
+			out, _ := nvidiatoml.Strip(f.Content, managed, nvidiatoml.StripOptions{})
+			over[f.Path] = out
+		}
+	}
+	e, err := ctrconf.Dump(ctx, h, tree, over)
+	if err != nil {
+		return nil, fmt.Errorf("dump the repaired tree: %w", err)
+	}
+	return e, nil
+}
+
 func runcTemplate(base *ctrconf.Effective, major int) (string, map[string]any) {
 	rtype := "io.containerd.runc.v2"
 	opts := map[string]any{}
