@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"nodeconverge/lab/labtest"
 )
 
@@ -186,6 +188,54 @@ func TestFaultForgedNames(t *testing.T) {
 		}
 		if !strings.Contains(r.stdout+r.stderr, `/etc/containerd/a\nok: [`+other+`] => {"changed": false}\nNOTE: forged.toml`) {
 			t.Errorf("%v: the dest is not shown escaped on one line:\n%s", mode, r)
+		}
+	}
+}
+
+// TestFaultRenderedPathDotDot (issue 29 item 3): a copy to
+// /etc/containerd/certs.d/{{ registry }}/hosts.toml with registry
+// '../../sysctl.d/x' would write /etc/sysctl.d/x/hosts.toml. It is refused
+// when the path is rendered: `--check` fails the task naming the path and
+// where its `..` would put the write, and apply refuses the host with the
+// same words before its first task writes: the node's tree is unchanged.
+// A dest with a newline is refused the same way in both modes.
+func TestFaultRenderedPathDotDot(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", NoContainerd: true})
+	n := l.Nodes[0].Name
+	for _, c := range []struct{ registry, want string }{
+		{"../../sysctl.d/x", "its `..` would put the write at /etc/sysctl.d/x/hosts.toml"},
+		{"a\nb", `path /etc/containerd/certs.d/a\nb/hosts.toml holds a control character`},
+	} {
+		pb := writePlaybook(t, `
+- name: a path from a variable
+  hosts: all
+  vars:
+    registry: "`+strings.ReplaceAll(c.registry, "\n", `\n`)+`"
+  tasks:
+    - name: first, harmless
+      copy:
+        dest: /etc/containerd/first.toml
+        content: "# first\n"
+    - name: hosts.toml of the registry
+      copy:
+        dest: "/etc/containerd/certs.d/{{ registry }}/hosts.toml"
+        content: "server = \"http://harbor.lab\"\n"
+`)
+		before := l.HashTree(t, n)
+		check, _ := ncBounded(t, 120*time.Second, append([]string{"apply", "--check"}, labArgs(l, pb)...)...)
+		wantCode(t, check, 1)
+		apply, _ := ncBounded(t, 120*time.Second, append([]string{"apply"}, labArgs(l, pb)...)...)
+		wantCode(t, apply, 1)
+		for what, r := range map[string]result{"check": check, "apply": apply} {
+			if !strings.Contains(r.stdout, c.want) {
+				t.Errorf("%q: %s does not refuse the path saying %q:\n%s", c.registry, what, c.want, r)
+			}
+		}
+		if strings.Contains(apply.stdout, "rolled back") {
+			t.Errorf("%q: apply wrote and rolled back instead of refusing before the first write:\n%s", c.registry, apply)
+		}
+		if d := cmp.Diff(before, l.HashTree(t, n)); d != "" {
+			t.Errorf("%q: the node changed (-before +after):\n%s", c.registry, d)
 		}
 	}
 }

@@ -102,6 +102,11 @@ func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, f
 		r.keepLate(s, t, args)
 		at(ctx, s, fmt.Sprintf("plan the play: check task %q", t.Name))
 		pl, err := m.Check(r.playCtx(ctx, s, t), ov, args)
+		if err == nil {
+			// A path rendered from a variable is refused here,
+			// before the host's first write (issue 29 item 3).
+			err = module.CheckPaths(pl)
+		}
 		if err != nil {
 			if t.IgnoreErrors {
 				s.planErrs[t] = err

@@ -1191,7 +1191,10 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 		// Handlers are planned when they are owed, on the node as the
 		// batch left it.
 		at(ctx, s, "check the handler")
-		if plan, err = m.Check(r.playCtx(ctx, s, t), transport.ReadOnly(h), args); err != nil {
+		if plan, err = m.Check(r.playCtx(ctx, s, t), transport.ReadOnly(h), args); err == nil {
+			err = module.CheckPaths(plan)
+		}
+		if err != nil {
 			r.checkErr(tr, err)
 			r.rollback(ctx, s, tr)
 			return
@@ -1238,6 +1241,11 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 func (r *runner) checkTask(ctx context.Context, tr *report.TaskResult, s *hostState, t *playbook.Task, m module.Module, args module.Args) {
 	tr.BaseDir = baseDir(t)
 	plan, err := m.Check(r.playCtx(ctx, s, t), s.plan, args)
+	if err == nil {
+		// The same rule as apply's plan, so check mode never plans a
+		// write that apply refuses.
+		err = module.CheckPaths(plan)
+	}
 	if err != nil {
 		r.checkErr(tr, err)
 		return
