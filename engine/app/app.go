@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -339,11 +340,11 @@ func list(w io.Writer, o ApplyOptions, inv *inventory.Inventory, books map[strin
 			if o.ListTasks {
 				b.WriteString("    tasks:\n")
 				for _, t := range p.Tasks {
-					name := t.Name
-					if name == "" {
-						name = t.Module
-					}
-					fmt.Fprintf(&b, "      %s\tTAGS: [%s]\n", safetext.Line(name), safetext.Line(strings.Join(t.Tags, ", ")))
+					// A role's task is "role : name", as Ansible lists it;
+					// Ansible lists a task's tags sorted.
+					tags := append([]string(nil), t.Tags...)
+					sort.Strings(tags)
+					fmt.Fprintf(&b, "      %s\tTAGS: [%s]\n", safetext.Line(t.DisplayName()), safetext.Line(strings.Join(tags, ", ")))
 				}
 			}
 		}

@@ -108,12 +108,14 @@ func (l *loader) checkFacts(p *Play) {
 				direct.factKeys = append(direct.factKeys, c.Expr.Attrs("ansible_facts")...)
 			}
 		}
-		taskVars := map[string]reads{}
-		for k, v := range t.Vars {
-			var r reads
-			varReads(v, 0, &r)
-			taskVars[k] = r
+		// The variables the task sees, highest first: its own, its
+		// role's params and vars, the play's, its role's defaults.
+		rd, rv, rp := t.Layers()
+		var layers []map[string]reads
+		for _, m := range []map[string]any{t.Vars, rp, rv} {
+			layers = append(layers, readsOfVars(m))
 		}
+		layers = append(layers, byVar, readsOfVars(rd))
 		// The closure over the variables' templates, task vars first.
 		seen := map[string]bool{}
 		var fs []string
@@ -134,12 +136,15 @@ func (l *loader) checkFacts(p *Play) {
 					continue
 				}
 				seen[n] = true
-				if vr, ok := taskVars[n]; ok {
-					walk(vr, depth+1)
-					continue
+				found := false
+				for _, lay := range layers {
+					if vr, ok := lay[n]; ok {
+						walk(vr, depth+1)
+						found = true
+						break
+					}
 				}
-				if vr, ok := byVar[n]; ok {
-					walk(vr, depth+1)
+				if found {
 					continue
 				}
 				if defined[n] || !strings.HasPrefix(n, "ansible_") || isSetting(n) {
@@ -166,6 +171,17 @@ func (l *loader) checkFacts(p *Play) {
 			}
 		}
 	}
+}
+
+// readsOfVars is what each variable's value reads.
+func readsOfVars(m map[string]any) map[string]reads {
+	out := make(map[string]reads, len(m))
+	for k, v := range m {
+		var r reads
+		varReads(v, 0, &r)
+		out[k] = r
+	}
+	return out
 }
 
 func dedupeStrings(in []string) []string {

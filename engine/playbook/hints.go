@@ -45,12 +45,7 @@ var moduleHints = map[string]string{
 	"script":           "not supported: copy the script to the node and run it with command",
 	"fetch":            "not supported: nodeconverge does not fetch files to the controller",
 	"synchronize":      "not supported: use copy for each file",
-	"include_tasks":    "not supported: nodeconverge reads one playbook file; put the tasks in it",
-	"import_tasks":     "not supported: nodeconverge reads one playbook file; put the tasks in it",
-	"include_role":     "not supported: roles are not supported; put the role's tasks in the play",
-	"import_role":      "not supported: roles are not supported; put the role's tasks in the play",
 	"import_playbook":  "not supported: give each playbook on the command line (nodeconverge apply -i INV A.yaml B.yaml)",
-	"include":          "not supported: nodeconverge reads one playbook file; put the tasks in it",
 	"meta":             "not supported: handlers run at the end of each batch",
 	"cron":             "not supported: write the cron file whole with copy under /etc/cron.d",
 	"authorized_key":   "not supported: write the authorized_keys file whole with copy",
@@ -66,7 +61,6 @@ var moduleHints = map[string]string{
 // taskKeywordHints maps Ansible task keywords nodeconverge does not run to
 // what to do instead.
 var taskKeywordHints = map[string]string{
-	"block":              "not supported: list the tasks in the play; use failed_when/ignore_errors for error handling",
 	"rescue":             "not supported: a failure after a write rolls the host back; list the tasks in the play",
 	"always":             "not supported: list the tasks in the play",
 	"delegate_to":        "not supported: every task runs on the host it converges",
@@ -81,7 +75,6 @@ var taskKeywordHints = map[string]string{
 	"environment":        "not supported: set the variables in the command (argv: [env, NAME=VALUE, ...])",
 	"check_mode":         "not supported: check mode is chosen for the whole run (--check)",
 	"diff":               "not supported: diffs are chosen for the whole run (--diff)",
-	"listen":             "not supported: notify a handler by its name",
 	"any_errors_fatal":   "not supported: use max_fail_percentage: 0 on the play",
 	"remote_user":        "not supported on a task: set ansible_user in the inventory",
 	"connection":         "not supported: nodeconverge connects over SSH",
@@ -104,9 +97,6 @@ var taskKeywordHints = map[string]string{
 // playKeywordHints maps Ansible play keywords nodeconverge does not run to
 // what to do instead.
 var playKeywordHints = map[string]string{
-	"roles":              "not supported: put the role's tasks (and handlers) in the play",
-	"pre_tasks":          "not supported: put the tasks at the start of tasks:",
-	"post_tasks":         "not supported: put the tasks at the end of tasks:",
 	"vars_files":         "not supported: put the values in vars:, group_vars/host_vars, or pass -e @FILE",
 	"vars_prompt":        "not supported: pass the value with -e",
 	"strategy":           "not supported: nodeconverge runs plays in Ansible's linear order",

@@ -16,6 +16,7 @@ package playbook
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,8 +44,10 @@ type Task struct {
 	Module string // the registered module name, FQCN prefix stripped
 	// Args is the module's argument mapping as written, nil when the task
 	// gives none. Render substitutes variables and decodes it.
-	Args    *yaml.Node
-	Notify  []string
+	Args   *yaml.Node
+	Notify []string
+	// Listen are a handler's listen: topics; a notify of one runs it.
+	Listen  []string
 	Tags    []string
 	Pos     Pos
 	Handler bool
@@ -88,6 +91,13 @@ type Task struct {
 	templates map[string]*jinja.Template
 	// flatten says with_items: nested lists are flattened one level.
 	flatten bool
+	// Role is the role the task belongs to (its variables, its files),
+	// nil for a play's own task.
+	Role *Role
+	// searchDirs are where a relative src is looked for, in order: the
+	// role's directory, the task file's, the playbook's (Ansible's
+	// search path; copy looks in files/ of each, template in templates/).
+	searchDirs []string
 	// Facts are the facts (engine/facts names, no ansible_ prefix) the
 	// task reads, through the variables it reads too: the runner decides
 	// such a task once its host's facts are read.
@@ -141,7 +151,7 @@ func (p *Play) AllTasks() []*Task {
 	return append(append(make([]*Task, 0, len(p.Tasks)+len(p.Handlers)), p.Tasks...), p.Handlers...)
 }
 
-var playKeys = []string{"become", "gather_facts", "gather_subset", "gather_timeout", "handlers", "hosts", "max_fail_percentage", "name", "no_log", "serial", "tasks", "vars"}
+var playKeys = []string{"become", "gather_facts", "gather_subset", "gather_timeout", "handlers", "hosts", "max_fail_percentage", "name", "no_log", "post_tasks", "pre_tasks", "roles", "serial", "tasks", "vars"}
 
 var taskKeys = []string{"become", "become_user", "changed_when", "failed_when", "ignore_errors", "name", "no_log", "notify", "register", "tags", "timeout", "vars", "when"}
 
@@ -160,6 +170,20 @@ type loader struct {
 	// errs are every problem found so far: the loader goes on after a
 	// problem so one run lists them all.
 	errs []*Error
+	// playDir is the playbook's directory (roles/ and task files beside
+	// it), rolesPath where else roles are looked for (roles.go).
+	playDir   string
+	rolesPath []string
+	// curRole is the role whose files are being read; depth counts the
+	// files and roles being read inside each other.
+	curRole *Role
+	depth   int
+	// rolesSeen and handlersSeen are, per play, the role uses and
+	// handler files already read; extraHandlers the handlers of roles
+	// that tasks import.
+	rolesSeen     map[string]bool
+	handlersSeen  map[string]bool
+	extraHandlers []*Task
 }
 
 // add records a problem and goes on.
@@ -199,7 +223,7 @@ func load(path string, data []byte) ([]*Play, error) {
 	if root == nil || root.Kind != yaml.SequenceNode {
 		return nil, nodeErr(path, doc.Content[0], "a playbook must be a list of plays (each starting with `- hosts: …`), got %s", yamlx.KindName(root))
 	}
-	l := &loader{file: path, notifyAt: map[*Task][]*yaml.Node{}, noLogSet: map[*Task]bool{}}
+	l := &loader{file: path, notifyAt: map[*Task][]*yaml.Node{}, noLogSet: map[*Task]bool{}, playDir: filepath.Dir(path), rolesPath: rolesPath()}
 	var plays []*Play
 	for _, item := range root.Content {
 		if p := l.play(item); p != nil {
@@ -241,7 +265,8 @@ func (l *loader) play(n *yaml.Node) *Play {
 	var subset []string
 	seen := map[string]bool{}
 	var hostsSeen bool
-	var tasksNode, handlersNode *yaml.Node
+	var tasksNode, handlersNode, rolesNode, preNode, postNode *yaml.Node
+	l.rolesSeen, l.handlersSeen, l.extraHandlers = map[string]bool{}, map[string]bool{}, nil
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, val := v.Content[i], v.Content[i+1]
 		key, err := l.key(k, seen)
@@ -283,6 +308,12 @@ func (l *loader) play(n *yaml.Node) *Play {
 			}
 		case "tasks":
 			tasksNode = val
+		case "roles":
+			rolesNode = val
+		case "pre_tasks":
+			preNode = val
+		case "post_tasks":
+			postNode = val
 		case "handlers":
 			handlersNode = val
 		default:
@@ -303,8 +334,16 @@ func (l *loader) play(n *yaml.Node) *Play {
 	if p.Subset, serr = facts.ParseSubset(subset); serr != nil {
 		l.add(nodeErr(l.file, v, "%v", serr))
 	}
-	p.Handlers = l.tasks(handlersNode, true)
-	p.Tasks = l.tasks(tasksNode, false)
+	// Ansible's order: pre_tasks, roles, tasks, post_tasks; the roles'
+	// handlers before the play's own (a play's handler of the same name
+	// wins, as the last one defined does in Ansible).
+	pre := l.tasks(preNode, false)
+	roleTasks, roleHandlers := l.rolesOf(rolesNode)
+	own := l.tasks(tasksNode, false)
+	post := l.tasks(postNode, false)
+	playHandlers := l.tasks(handlersNode, true)
+	p.Tasks = append(append(append(pre, roleTasks...), own...), post...)
+	p.Handlers = append(append(roleHandlers, l.extraHandlers...), playHandlers...)
 	l.checkFacts(p)
 	for _, t := range p.AllTasks() {
 		if !l.noLogSet[t] {
@@ -314,15 +353,29 @@ func (l *loader) play(n *yaml.Node) *Play {
 	l.foldBecome(p)
 	handlers := map[string]bool{}
 	var handlerNames []string
+	// topics are the names a notify may use for handlers besides their
+	// own: "role : name", and each handler's listen: topics.
+	topics := map[string][]string{}
 	for _, h := range p.Handlers {
 		if !handlers[h.Name] {
 			handlerNames = append(handlerNames, h.Name)
 		}
 		handlers[h.Name] = true
+		if h.Role != nil {
+			topics[h.Role.Name+" : "+h.Name] = append(topics[h.Role.Name+" : "+h.Name], h.Name)
+		}
+		for _, tp := range h.Listen {
+			topics[tp] = append(topics[tp], h.Name)
+		}
 	}
 	for _, t := range append(append([]*Task{}, p.Tasks...), p.Handlers...) {
+		var notify []string
 		for i, name := range t.Notify {
-			if handlers[name] {
+			if handlers[name] || len(topics[name]) > 0 {
+				if handlers[name] {
+					notify = append(notify, name)
+				}
+				notify = append(notify, topics[name]...)
 				continue
 			}
 			hint := fmt.Sprintf(" (this play defines: %s)", strings.Join(quoteAll(handlerNames), ", "))
@@ -332,8 +385,11 @@ func (l *loader) play(n *yaml.Node) *Play {
 			if s := yamlx.Suggest(name, handlerNames); s != "" {
 				hint = fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			l.add(nodeErr(l.file, l.notifyAt[t][i], "notify: no handler named %q%s", name, hint))
+			l.add(nodeErr(t.Pos.File, l.notifyAt[t][i], "notify: no handler named %q%s", name, hint))
 		}
+		// The runner finds handlers by name: a notify by topic is the
+		// names of the handlers that listen to it.
+		t.Notify = dedupeStrings(notify)
 	}
 	return p
 }
@@ -557,6 +613,12 @@ func (l *loader) tasks(n *yaml.Node, handler bool) []*Task {
 	}
 	var out []*Task
 	for _, item := range v.Content {
+		if m := yamlx.Deref(item); m != nil && m.Kind == yaml.MappingNode {
+			if kind, key, val := includeKind(m); kind != "" {
+				out = append(out, l.included(m, handler, kind, key, val)...)
+				continue
+			}
+		}
 		if t := l.task(item, handler); t != nil {
 			out = append(out, t)
 		}
@@ -573,7 +635,7 @@ func (l *loader) task(n *yaml.Node, handler bool) *Task {
 		return nil
 	}
 	before := len(l.errs)
-	t := &Task{Pos: posOf(l.file, v), Handler: handler}
+	t := &Task{Pos: posOf(l.file, v), Handler: handler, searchDirs: l.searchDirs()}
 	seen := map[string]bool{}
 	var modKey, modVal, argsKey, argsVal *yaml.Node
 	// refused says a key already stood for the module or the structure
@@ -646,6 +708,16 @@ func (l *loader) task(n *yaml.Node, handler bool) *Task {
 	return t
 }
 
+// searchDirs is the search path of a task read now (Task.searchDirs).
+func (l *loader) searchDirs() []string {
+	var out []string
+	if l.curRole != nil {
+		out = append(out, l.curRole.Path)
+	}
+	out = append(out, filepath.Dir(l.file), l.playDir)
+	return dedupeStrings(out)
+}
+
 // mergeArgs adds the mapping of a task's args: to its module's arguments
 // (a free-form string becomes cmd).
 func (l *loader) mergeArgs(modVal, argsKey, argsVal *yaml.Node) (*yaml.Node, error) {
@@ -681,6 +753,11 @@ func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool,
 		t.Name, err = l.str(val, "task name")
 	case "notify":
 		t.Notify, l.notifyAt[t], err = l.stringList(val, "notify", false)
+	case "listen":
+		if !t.Handler {
+			return true, nodeErr(l.file, k, "listen: only a handler listens")
+		}
+		t.Listen, _, err = l.stringList(val, "listen", false)
 	case "tags":
 		t.Tags, _, err = l.stringList(val, "tags", true)
 	case "timeout":

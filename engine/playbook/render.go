@@ -201,6 +201,9 @@ func (t *Task) decode(m module.Module, n *yaml.Node, vars map[string]any) (modul
 	if b, ok := args.(interface{ SetBaseDir(string) }); ok && t.Pos.File != "" {
 		b.SetBaseDir(filepath.Dir(t.Pos.File))
 	}
+	if sp, ok := args.(interface{ SetSearchPath([]string) }); ok && len(t.searchDirs) > 0 {
+		sp.SetSearchPath(t.searchDirs)
+	}
 	// A module that renders files of its own (template) gets the host's
 	// variables; none at load.
 	if v, ok := args.(interface{ SetVars(map[string]any) }); ok {

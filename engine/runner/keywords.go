@@ -70,8 +70,9 @@ func falseCondition(c *playbook.Cond) string {
 }
 
 // taskVars are the variables of t on host h: Ansible's groups and
-// hostvars, the host's own, its facts, the play's, the task's, what
-// earlier tasks registered, and -e above all. The templated values the
+// hostvars, its role's defaults, the host's own, its facts, the play's,
+// its role's vars, the task's, what earlier tasks registered, its role's
+// params, and -e above all. The templated values the
 // task reads are rendered (playbook.Resolve); facts and registered
 // results are data.
 func taskVars(h *inventory.Host, p *playbook.Play, t *playbook.Task, facts, registered map[string]any, o Options) (map[string]any, error) {
@@ -81,7 +82,14 @@ func taskVars(h *inventory.Host, p *playbook.Play, t *playbook.Task, facts, regi
 	if t != nil {
 		tv = t.Vars
 	}
-	vars := playbook.MergeVars(o.magic, base, h.Vars, facts, p.Vars, tv, registered, o.ExtraVars)
+	var rd, rv, rp map[string]any
+	if t != nil {
+		rd, rv, rp = t.Layers()
+	}
+	// Ansible's precedence: role defaults, inventory, facts, play vars,
+	// role vars, task vars, registered results and set_fact, role
+	// params, -e.
+	vars := playbook.MergeVars(o.magic, base, rd, h.Vars, facts, p.Vars, rv, tv, registered, rp, o.ExtraVars)
 	if t == nil {
 		return vars, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,12 +37,45 @@ type Args struct {
 	// mode) is what dest must hold.
 	RemoteSrc bool `yaml:"remote_src"`
 
-	baseDir string
+	baseDir    string
+	searchDirs []string
 }
 
 // SetBaseDir tells the module where relative `src` paths start: the
 // playbook's directory, as in Ansible.
 func (a *Args) SetBaseDir(dir string) { a.baseDir = dir }
+
+// SetSearchPath gives the directories a relative src is looked for in,
+// in order (a role's, the task file's, the playbook's): files/ of each
+// first, then the directory itself, as Ansible's search path.
+func (a *Args) SetSearchPath(dirs []string) { a.searchDirs = dirs }
+
+// Find is where a relative controller file is, looked for in sub of each
+// search directory and then the directory itself; the first candidate
+// when none exists (its read error names it).
+func Find(p, sub, baseDir string, dirs []string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	if len(dirs) == 0 && baseDir != "" {
+		dirs = []string{baseDir}
+	}
+	var first string
+	for _, d := range dirs {
+		for _, c := range []string{filepath.Join(d, sub, p), filepath.Join(d, p)} {
+			if first == "" {
+				first = c
+			}
+			if st, err := os.Stat(c); err == nil && !st.IsDir() {
+				return c
+			}
+		}
+	}
+	if first == "" {
+		return p
+	}
+	return first
+}
 
 // Validate checks what a type cannot.
 func (a *Args) Validate() error {
@@ -89,10 +123,7 @@ func (a *Args) content() ([]byte, error) {
 	if a.Content != nil {
 		return []byte(*a.Content), nil
 	}
-	p := a.Src
-	if !filepath.IsAbs(p) && a.baseDir != "" {
-		p = filepath.Join(a.baseDir, p)
-	}
+	p := Find(a.Src, "files", a.baseDir, a.searchDirs)
 	b, err := inputs.ReadFile(p, "copy src", inputs.MaxCopySrc)
 	if err != nil {
 		return nil, fmt.Errorf("read src %s: %w", p, err)

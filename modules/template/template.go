@@ -43,9 +43,14 @@ type Args struct {
 	// keeps it (and applies what was reviewed).
 	Content *string `yaml:"-" json:",omitempty"`
 
-	baseDir string
-	vars    map[string]any
+	baseDir    string
+	searchDirs []string
+	vars       map[string]any
 }
+
+// SetSearchPath gives the directories a relative src is looked for in
+// (a role's, the task file's, the playbook's): templates/ of each first.
+func (a *Args) SetSearchPath(dirs []string) { a.searchDirs = dirs }
 
 // SetBaseDir tells the module where a relative src starts: the
 // playbook's directory, as in Ansible.
@@ -91,15 +96,8 @@ func (a *Args) Validate() error {
 }
 
 func (a *Args) path() string {
-	p := a.Src
-	if !filepath.IsAbs(p) && a.baseDir != "" {
-		// Ansible looks in templates/ beside the playbook first.
-		if t := filepath.Join(a.baseDir, "templates", p); exists(t) {
-			return t
-		}
-		p = filepath.Join(a.baseDir, p)
-	}
-	return p
+	// Ansible looks in templates/ of each search directory first.
+	return copy.Find(a.Src, "templates", a.baseDir, a.searchDirs)
 }
 
 func exists(p string) bool {

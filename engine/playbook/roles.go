@@ -1,0 +1,751 @@
+package playbook
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"nodeconverge/engine/inputs"
+	"nodeconverge/engine/yamlx"
+)
+
+// Roles, task files and blocks are expanded at load, as Ansible expands
+// what it calls static: a play's `roles:` (each role's meta/main.yml
+// dependencies first, then its tasks/main.yml), `import_role`,
+// `include_role` and `include_tasks` without a loop, `import_tasks`, and
+// `block:` become the play's task list, each task keeping the file, line
+// and column it was written at (so --syntax-check names a role's file).
+// What the entry says (when, tags, become, vars) is inherited by every
+// task it brings in. A role's defaults/main.yml, vars/main.yml and params
+// are the variables of its tasks at Ansible's precedence (Role); its
+// templates/ and files/ are where its template and copy tasks find src.
+
+// Role is one use of a role in a play: its directory and its variables.
+type Role struct {
+	Name string
+	Path string
+	// Defaults are defaults/main.yml, below the inventory; Vars are
+	// vars/main.yml, above the play's vars; Params are the role entry's
+	// parameters (and its vars:), above registered results.
+	Defaults, Vars, Params map[string]any
+}
+
+// Layers are the role's variables for a task, nil maps for a task of no
+// role: defaults (lowest), vars (above the play's), params (above what
+// earlier tasks registered).
+func (t *Task) Layers() (defaults, vars, params map[string]any) {
+	if t.Role == nil {
+		return nil, nil, nil
+	}
+	return t.Role.Defaults, t.Role.Vars, t.Role.Params
+}
+
+// DisplayName is the task's name as ansible-playbook lists it: a role's
+// named task as "role : name", an unnamed task by its module alone.
+func (t *Task) DisplayName() string {
+	if t.Name == "" {
+		// Ansible names an unnamed task by its action alone.
+		return t.Module
+	}
+	if t.Role != nil {
+		return t.Role.Name + " : " + t.Name
+	}
+	return t.Name
+}
+
+// inherit is what an entry that brings tasks in (a role, an import, a
+// block) gives each of them.
+type inherit struct {
+	when   []*Cond
+	tags   []string
+	become *bool
+	vars   map[string]any
+	role   *Role
+}
+
+func (in inherit) apply(ts []*Task) {
+	for _, t := range ts {
+		if len(in.when) > 0 && !t.Handler {
+			t.When = append(append([]*Cond{}, in.when...), t.When...)
+		}
+		if len(in.tags) > 0 && !t.Handler {
+			t.Tags = dedupeStrings(append(append([]string{}, in.tags...), t.Tags...))
+		}
+		if t.Become == nil && in.become != nil {
+			b := *in.become
+			t.Become = &b
+		}
+		if len(in.vars) > 0 {
+			t.Vars = MergeVars(in.vars, t.Vars)
+		}
+		if t.Role == nil {
+			t.Role = in.role
+		}
+	}
+}
+
+// includeKeys are the task keys that bring other tasks in.
+var includeKeys = map[string]string{
+	"import_tasks": "import_tasks", "include_tasks": "include_tasks", "import_role": "import_role",
+	"include_role": "include_role", "block": "block", "include": "include_tasks",
+}
+
+// includeKind says whether the task mapping v brings tasks in, and how.
+func includeKind(v *yaml.Node) (kind string, key *yaml.Node, val *yaml.Node) {
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k := yamlx.Deref(v.Content[i])
+		if k == nil || k.Kind != yaml.ScalarNode {
+			continue
+		}
+		name := strings.TrimPrefix(k.Value, fqcnPrefix)
+		if kind, ok := includeKeys[name]; ok {
+			return kind, k, v.Content[i+1]
+		}
+	}
+	return "", nil, nil
+}
+
+// entryKeys are the keywords an include, an import or a block takes
+// besides its own key.
+var entryKeys = map[string]bool{"name": true, "when": true, "tags": true, "become": true, "vars": true, "no_log": true,
+	"rescue": true, "always": true, "apply": true, "become_user": true, "ignore_errors": true}
+
+// included reads a task that brings others in; nil when it has problems
+// (recorded).
+func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yaml.Node) []*Task {
+	var in inherit
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, x := yamlx.Deref(v.Content[i]), v.Content[i+1]
+		if k == key || k == nil {
+			continue
+		}
+		var err error
+		switch k.Value {
+		case "name":
+			// The include's own name is not a task of its own.
+			_, err = l.str(x, "name")
+		case "when":
+			in.when, err = l.conds(x, "when")
+		case "tags":
+			in.tags, _, err = l.stringList(x, "tags", true)
+		case "become":
+			var b bool
+			if b, err = l.boolean(x, "become"); err == nil {
+				in.become = &b
+			}
+		case "no_log":
+			_, err = l.noLog(x)
+		case "ignore_errors":
+			err = nodeErr(l.file, k, "ignore_errors on %s: not supported: put it on the tasks", kind)
+		case "become_user":
+			var u string
+			if u, err = l.str(x, "become_user"); err == nil && u != "root" {
+				err = nodeErr(l.file, x, "become_user: %q: a task becomes root or no one (nodeconverge runs a host's tasks over one connection)", u)
+			}
+		case "vars":
+			in.vars, err = l.vars(x)
+		case "rescue", "always":
+			err = nodeErr(l.file, k, "%s: not supported yet: a failure after a write rolls the host back; list the tasks in the play", k.Value)
+		case "apply":
+			if kind != "include_tasks" && kind != "include_role" {
+				err = nodeErr(l.file, k, "apply: only include_tasks and include_role take it")
+				break
+			}
+			var ap inherit
+			ap, err = l.applyKeywords(x)
+			in.when = append(in.when, ap.when...)
+			in.tags = append(in.tags, ap.tags...)
+			if ap.become != nil {
+				in.become = ap.become
+			}
+		case "loop", "with_items", "loop_control":
+			err = nodeErr(l.file, k, "%s on %s: not supported yet: nodeconverge expands task files at load; write one include per item", k.Value, kind)
+		default:
+			if hint, ok := taskKeywordHints[k.Value]; ok {
+				err = nodeErr(l.file, k, "task keyword %q is %s", k.Value, hint)
+			} else {
+				err = nodeErr(l.file, k, "unknown key %q on %s", k.Value, kind)
+			}
+		}
+		l.add(err)
+	}
+	var out []*Task
+	switch kind {
+	case "block":
+		out = l.tasks(val, handler)
+	case "import_tasks", "include_tasks":
+		file, err := l.str(val, kind)
+		if m := yamlx.Deref(val); m != nil && m.Kind == yaml.MappingNode {
+			file, err = l.fileArg(m, kind)
+		}
+		if err != nil {
+			l.add(err)
+			return nil
+		}
+		if strings.Contains(file, "{{") {
+			l.add(nodeErr(l.file, val, "%s: %q: a templated file name is not supported yet: nodeconverge reads task files at load; name the file", kind, file))
+			return nil
+		}
+		p, err := l.findTaskFile(file, val)
+		if err != nil {
+			l.add(err)
+			return nil
+		}
+		out = l.taskFile(p, handler, val)
+	case "import_role", "include_role":
+		ref, err := l.roleArgs(val, kind)
+		if err != nil {
+			l.add(err)
+			return nil
+		}
+		ts, hs := l.role(ref, val)
+		out = ts
+		l.extraHandlers = append(l.extraHandlers, hs...)
+	}
+	in.apply(out)
+	return out
+}
+
+// applyKeywords reads include_tasks' apply: the keywords its tasks get.
+func (l *loader) applyKeywords(n *yaml.Node) (inherit, error) {
+	var in inherit
+	v := yamlx.Deref(n)
+	if v == nil || v.Kind != yaml.MappingNode {
+		return in, nodeErr(l.file, n, "apply must be a mapping of task keywords")
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, x := yamlx.Deref(v.Content[i]), v.Content[i+1]
+		var err error
+		switch k.Value {
+		case "tags":
+			in.tags, _, err = l.stringList(x, "tags", true)
+		case "when":
+			in.when, err = l.conds(x, "when")
+		case "become":
+			var b bool
+			if b, err = l.boolean(x, "become"); err == nil {
+				in.become = &b
+			}
+		default:
+			err = nodeErr(l.file, k, "apply: %q is not supported (tags, when, become are)", k.Value)
+		}
+		if err != nil {
+			return in, err
+		}
+	}
+	return in, nil
+}
+
+// fileArg reads the file: of an include given as a mapping.
+func (l *loader) fileArg(m *yaml.Node, kind string) (string, error) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := yamlx.Deref(m.Content[i])
+		if k != nil && k.Value == "file" {
+			return l.str(m.Content[i+1], kind+" file")
+		}
+	}
+	return "", nodeErr(l.file, m, "%s: give the file to read (file: NAME)", kind)
+}
+
+// findTaskFile finds an included task file as Ansible does: beside the
+// file that includes it, in the role's tasks/, beside the playbook.
+func (l *loader) findTaskFile(name string, at *yaml.Node) (string, error) {
+	if filepath.IsAbs(name) {
+		return name, nil
+	}
+	var dirs []string
+	dirs = append(dirs, filepath.Dir(l.file))
+	if l.curRole != nil {
+		dirs = append(dirs, filepath.Join(l.curRole.Path, "tasks"), l.curRole.Path)
+	}
+	dirs = append(dirs, l.playDir)
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	return "", nodeErr(l.file, at, "task file %q not found (looked in %s)", name, strings.Join(dirs, ", "))
+}
+
+// maxIncludeDepth bounds files including files (and roles depending on
+// roles): a loop of includes is an error, not a hang.
+const maxIncludeDepth = 30
+
+// taskFile loads the tasks (or handlers) of one file, errors at its own
+// lines.
+func (l *loader) taskFile(p string, handler bool, at *yaml.Node) []*Task {
+	if l.depth >= maxIncludeDepth {
+		l.add(nodeErr(l.file, at, "%s: files include each other more than %d deep (a loop?)", p, maxIncludeDepth))
+		return nil
+	}
+	data, err := inputs.ReadFile(p, "task file", inputs.MaxPlaybook)
+	if err != nil {
+		l.add(nodeErr(l.file, at, "read %s: %v", p, err))
+		return nil
+	}
+	doc, err := parseYAML(p, data)
+	if err != nil {
+		l.add(err)
+		return nil
+	}
+	saved := l.file
+	l.file = p
+	l.depth++
+	defer func() { l.file = saved; l.depth-- }()
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	return l.tasks(doc.Content[0], handler)
+}
+
+// roleRef is a role as an entry names it.
+type roleRef struct {
+	name     string
+	params   map[string]any
+	in       inherit
+	tasks    string // tasks_from, "main" by default
+	vars     string
+	defaults string
+	handlers string
+	public   bool
+}
+
+// roleEntryKeys are the keywords of a roles: entry; the others are the
+// role's params.
+var roleEntryKeys = map[string]bool{"role": true, "name": true, "when": true, "tags": true, "become": true, "vars": true, "become_user": true}
+
+// roleEntry reads one item of a play's roles: (or a dependency of a
+// role's meta/main.yml).
+func (l *loader) roleEntry(n *yaml.Node) (*roleRef, error) {
+	v := yamlx.Deref(n)
+	if v != nil && v.Kind == yaml.ScalarNode && !yamlx.IsNull(v) {
+		return &roleRef{name: v.Value, params: map[string]any{}}, nil
+	}
+	if v == nil || v.Kind != yaml.MappingNode {
+		return nil, nodeErr(l.file, n, "a role entry must be a role name or a mapping with role:, got %s", yamlx.KindName(v))
+	}
+	ref := &roleRef{params: map[string]any{}}
+	var problems []error
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, x := yamlx.Deref(v.Content[i]), v.Content[i+1]
+		if k == nil || k.Kind != yaml.ScalarNode {
+			problems = append(problems, nodeErr(l.file, v.Content[i], "key must be a string"))
+			continue
+		}
+		var err error
+		switch k.Value {
+		case "role", "name":
+			ref.name, err = l.str(x, "role")
+		case "when":
+			ref.in.when, err = l.conds(x, "when")
+		case "tags":
+			ref.in.tags, _, err = l.stringList(x, "tags", true)
+		case "become":
+			var b bool
+			if b, err = l.boolean(x, "become"); err == nil {
+				ref.in.become = &b
+			}
+		case "become_user":
+			var u string
+			if u, err = l.str(x, "become_user"); err == nil && u != "root" {
+				err = nodeErr(l.file, x, "become_user: %q: a task becomes root or no one (nodeconverge runs a host's tasks over one connection)", u)
+			}
+		case "vars":
+			var m map[string]any
+			if m, err = l.vars(x); err == nil {
+				for mk, mv := range m {
+					ref.params[mk] = mv
+				}
+			}
+		default:
+			if hint, ok := taskKeywordHints[k.Value]; ok {
+				err = nodeErr(l.file, k, "keyword %q on a role is %s", k.Value, hint)
+				break
+			}
+			if !varNameRe.MatchString(k.Value) {
+				err = nodeErr(l.file, k, "role parameter %q is not a variable name", k.Value)
+				break
+			}
+			var val any
+			if val, err = decodeValue(l.file, x); err == nil {
+				ref.params[k.Value] = val
+			}
+		}
+		if err != nil {
+			problems = append(problems, err)
+		}
+	}
+	if ref.name == "" && len(problems) == 0 {
+		problems = append(problems, nodeErr(l.file, n, "a role entry needs role: NAME"))
+	}
+	if len(problems) > 0 {
+		for _, e := range problems[1:] {
+			l.add(e)
+		}
+		return nil, problems[0]
+	}
+	return ref, nil
+}
+
+// roleArgs reads import_role's and include_role's arguments.
+func (l *loader) roleArgs(n *yaml.Node, kind string) (*roleRef, error) {
+	v := yamlx.Deref(n)
+	if v == nil || v.Kind != yaml.MappingNode {
+		return nil, nodeErr(l.file, n, "%s must be a mapping with name:", kind)
+	}
+	ref := &roleRef{params: map[string]any{}}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, x := yamlx.Deref(v.Content[i]), v.Content[i+1]
+		if k == nil || k.Kind != yaml.ScalarNode {
+			return nil, nodeErr(l.file, v.Content[i], "key must be a string")
+		}
+		var err error
+		switch k.Value {
+		case "name":
+			ref.name, err = l.str(x, "name")
+		case "tasks_from":
+			ref.tasks, err = l.str(x, "tasks_from")
+		case "vars_from":
+			ref.vars, err = l.str(x, "vars_from")
+		case "defaults_from":
+			ref.defaults, err = l.str(x, "defaults_from")
+		case "handlers_from":
+			ref.handlers, err = l.str(x, "handlers_from")
+		case "public":
+			ref.public, err = l.boolean(x, "public")
+		case "allow_duplicates", "rolespec_validate":
+			_, err = l.boolean(x, k.Value)
+		default:
+			err = nodeErr(l.file, k, "%s: unknown argument %q (name, tasks_from, vars_from, defaults_from, handlers_from, public)", kind, k.Value)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if ref.name == "" {
+		return nil, nodeErr(l.file, n, "%s needs name: ROLE", kind)
+	}
+	for _, s := range []string{ref.name, ref.tasks, ref.vars, ref.defaults, ref.handlers} {
+		if strings.Contains(s, "{{") {
+			return nil, nodeErr(l.file, n, "%s: %q: a templated name is not supported: nodeconverge reads roles at load", kind, s)
+		}
+	}
+	return ref, nil
+}
+
+// rolesOf reads a play's roles: in order, each role's dependencies first.
+func (l *loader) rolesOf(n *yaml.Node) (tasks, handlers []*Task) {
+	v := yamlx.Deref(n)
+	if yamlx.IsNull(v) {
+		return nil, nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		l.add(nodeErr(l.file, n, "roles must be a list of roles, got %s", yamlx.KindName(v)))
+		return nil, nil
+	}
+	for _, it := range v.Content {
+		ref, err := l.roleEntry(it)
+		if err != nil {
+			l.add(err)
+			continue
+		}
+		ts, hs := l.role(ref, it)
+		tasks = append(tasks, ts...)
+		handlers = append(handlers, hs...)
+	}
+	return tasks, handlers
+}
+
+// findRole finds a role's directory as Ansible does: a path as given,
+// roles/ beside the playbook, the roles_path (ansible.cfg,
+// ANSIBLE_ROLES_PATH), beside the playbook.
+func (l *loader) findRole(name string, at *yaml.Node) (string, error) {
+	var cands []string
+	if filepath.IsAbs(name) {
+		cands = []string{name}
+	} else {
+		cands = append(cands, filepath.Join(l.playDir, "roles", name))
+		if l.curRole != nil {
+			// A dependency may sit beside the role that needs it.
+			cands = append(cands, filepath.Join(filepath.Dir(l.curRole.Path), name))
+		}
+		for _, d := range l.rolesPath {
+			cands = append(cands, filepath.Join(d, name))
+		}
+		cands = append(cands, filepath.Join(l.playDir, name))
+	}
+	for _, c := range cands {
+		if st, err := os.Stat(c); err == nil && st.IsDir() {
+			return c, nil
+		}
+	}
+	hint := ""
+	if strings.Count(name, ".") >= 2 && !strings.Contains(name, "/") {
+		hint = "; collections are not installed by nodeconverge: put the role's directory on roles_path"
+	}
+	return "", nodeErr(l.file, at, "role %q not found (looked in %s)%s", name, strings.Join(cands, ", "), hint)
+}
+
+// mainFile is dir/base with the extensions Ansible tries; "" when none.
+func mainFile(dir, base string) string {
+	if base == "" {
+		base = "main"
+	}
+	for _, ext := range []string{"", ".yml", ".yaml", ".json"} {
+		p := filepath.Join(dir, base+ext)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	return ""
+}
+
+// varsFile reads a role's defaults or vars file (a mapping); nil when it
+// has none.
+func (l *loader) varsFile(p string) map[string]any {
+	if p == "" {
+		return nil
+	}
+	data, err := inputs.ReadFile(p, "vars file", inputs.MaxVarsFile)
+	if err != nil {
+		l.add(&Error{Pos: Pos{File: p, Line: 1, Col: 1}, Msg: err.Error()})
+		return nil
+	}
+	doc, err := parseYAML(p, data)
+	if err != nil {
+		l.add(err)
+		return nil
+	}
+	if len(doc.Content) == 0 || yamlx.IsNull(yamlx.Deref(doc.Content[0])) {
+		return map[string]any{}
+	}
+	saved := l.file
+	l.file = p
+	defer func() { l.file = saved }()
+	m, err := l.vars(doc.Content[0])
+	if err != nil {
+		l.add(err)
+		return nil
+	}
+	return m
+}
+
+// role loads one use of a role: its dependencies, then its tasks, and
+// its handlers. A role already used in the play with the same params is
+// not run again (Ansible's default, allow_duplicates: false).
+func (l *loader) role(ref *roleRef, at *yaml.Node) (tasks, handlers []*Task) {
+	if l.depth >= maxIncludeDepth {
+		l.add(nodeErr(l.file, at, "role %q: roles depend on each other more than %d deep (a loop?)", ref.name, maxIncludeDepth))
+		return nil, nil
+	}
+	dir, err := l.findRole(ref.name, at)
+	if err != nil {
+		l.add(err)
+		return nil, nil
+	}
+	meta := l.roleMeta(dir)
+	key := dir + "\x00" + ref.tasks + "\x00" + canonical(ref.params)
+	if l.rolesSeen[key] && !meta.allowDuplicates {
+		return nil, nil
+	}
+	l.rolesSeen[key] = true
+	r := &Role{Name: filepath.Base(dir), Path: dir, Params: ref.params}
+	r.Defaults = l.varsFile(mainFile(filepath.Join(dir, "defaults"), ref.defaults))
+	r.Vars = l.varsFile(mainFile(filepath.Join(dir, "vars"), ref.vars))
+	savedRole := l.curRole
+	l.curRole = r
+	l.depth++
+	defer func() { l.curRole = savedRole; l.depth-- }()
+	for _, dep := range meta.deps {
+		saved := l.file
+		l.file = meta.file
+		dref, err := l.roleEntry(dep)
+		if err != nil {
+			l.add(err)
+			l.file = saved
+			continue
+		}
+		ts, hs := l.role(dref, dep)
+		l.file = saved
+		tasks = append(tasks, ts...)
+		handlers = append(handlers, hs...)
+	}
+	var own []*Task
+	if p := mainFile(filepath.Join(dir, "tasks"), ref.tasks); p != "" {
+		own = l.taskFile(p, false, at)
+	} else if ref.tasks != "" {
+		l.add(nodeErr(l.file, at, "role %q has no tasks file %q in %s", ref.name, ref.tasks, filepath.Join(dir, "tasks")))
+	}
+	var hs []*Task
+	if p := mainFile(filepath.Join(dir, "handlers"), ref.handlers); p != "" && !l.handlersSeen[p] {
+		l.handlersSeen[p] = true
+		hs = l.taskFile(p, true, at)
+	}
+	(inherit{role: r}).apply(own)
+	(inherit{role: r}).apply(hs)
+	// The entry's when, tags and become reach its dependencies too, as
+	// in Ansible (they are the role's parents).
+	tasks = append(tasks, own...)
+	ref.in.apply(tasks)
+	return tasks, append(handlers, hs...)
+}
+
+// canonical is params as one comparable string.
+func canonical(m map[string]any) string {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Sprint(m)
+	}
+	return string(b)
+}
+
+// roleMeta is what a role's meta/main.yml says that changes the run.
+type roleMetaInfo struct {
+	file            string
+	deps            []*yaml.Node
+	allowDuplicates bool
+}
+
+func (l *loader) roleMeta(dir string) roleMetaInfo {
+	p := mainFile(filepath.Join(dir, "meta"), "")
+	out := roleMetaInfo{file: p}
+	if p == "" {
+		return out
+	}
+	data, err := inputs.ReadFile(p, "role meta", inputs.MaxVarsFile)
+	if err != nil {
+		l.add(&Error{Pos: Pos{File: p, Line: 1, Col: 1}, Msg: err.Error()})
+		return out
+	}
+	doc, err := parseYAML(p, data)
+	if err != nil {
+		l.add(err)
+		return out
+	}
+	if len(doc.Content) == 0 {
+		return out
+	}
+	v := yamlx.Deref(doc.Content[0])
+	if v == nil || v.Kind != yaml.MappingNode {
+		return out
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, x := yamlx.Deref(v.Content[i]), yamlx.Deref(v.Content[i+1])
+		if k == nil {
+			continue
+		}
+		switch k.Value {
+		case "dependencies":
+			if x != nil && x.Kind == yaml.SequenceNode {
+				out.deps = x.Content
+			} else if !yamlx.IsNull(x) {
+				l.add(nodeErr(p, x, "dependencies must be a list of roles"))
+			}
+		case "allow_duplicates":
+			if x != nil && x.Kind == yaml.ScalarNode {
+				out.allowDuplicates = strings.EqualFold(x.Value, "true") || strings.EqualFold(x.Value, "yes")
+			}
+		}
+	}
+	return out
+}
+
+// rolesPath is where roles are looked for besides the playbook's roles/:
+// ANSIBLE_ROLES_PATH, else roles_path in the ansible.cfg Ansible would
+// read (ANSIBLE_CONFIG, ./ansible.cfg, ~/.ansible.cfg,
+// /etc/ansible/ansible.cfg; relative entries start at the file's
+// directory), then Ansible's default directories.
+func rolesPath() []string {
+	defaults := []string{"~/.ansible/roles", "/usr/share/ansible/roles", "/etc/ansible/roles"}
+	var out []string
+	if env := os.Getenv("ANSIBLE_ROLES_PATH"); env != "" {
+		out = splitPaths(env, "")
+	} else if cfg := ansibleCfg(); cfg != "" {
+		if v, ok := iniValue(cfg, "defaults", "roles_path"); ok {
+			out = splitPaths(v, filepath.Dir(cfg))
+		} else {
+			out = splitPaths(strings.Join(defaults, ":"), "")
+		}
+	} else {
+		out = splitPaths(strings.Join(defaults, ":"), "")
+	}
+	return out
+}
+
+func splitPaths(v, base string) []string {
+	home, _ := os.UserHomeDir() // no home: ~ entries stay as written and are not found
+	var out []string
+	for _, p := range strings.Split(v, ":") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if strings.HasPrefix(p, "~/") && home != "" {
+			p = filepath.Join(home, p[2:])
+		}
+		if !filepath.IsAbs(p) && base != "" {
+			p = filepath.Join(base, p)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// ansibleCfg is the configuration file Ansible reads, "" when none.
+func ansibleCfg() string {
+	if p := os.Getenv("ANSIBLE_CONFIG"); p != "" {
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			p = filepath.Join(p, "ansible.cfg")
+		}
+		return p
+	}
+	home, _ := os.UserHomeDir() // no home: that candidate is skipped
+	for _, p := range []string{"ansible.cfg", filepath.Join(home, ".ansible.cfg"), "/etc/ansible/ansible.cfg"} {
+		if p == ".ansible.cfg" {
+			continue
+		}
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			if abs, err := filepath.Abs(p); err == nil {
+				return abs
+			}
+			return p
+		}
+	}
+	return ""
+}
+
+// iniValue reads key in [section] of an INI file (Ansible's
+// configparser: "key = value" or "key: value", # and ; comments).
+func iniValue(path, section, key string) (string, bool) {
+	data, err := inputs.ReadFile(path, "ansible.cfg", inputs.MaxVarsFile)
+	if err != nil {
+		return "", false
+	}
+	cur := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || t[0] == '#' || t[0] == ';' {
+			continue
+		}
+		if strings.HasPrefix(t, "[") && strings.HasSuffix(t, "]") {
+			cur = strings.TrimSpace(t[1 : len(t)-1])
+			continue
+		}
+		if cur != section {
+			continue
+		}
+		i := strings.IndexAny(t, "=:")
+		if i < 0 {
+			continue
+		}
+		if strings.TrimSpace(t[:i]) == key {
+			return strings.TrimSpace(t[i+1:]), true
+		}
+	}
+	return "", false
+}

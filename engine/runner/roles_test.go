@@ -1,0 +1,181 @@
+package runner_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"nodeconverge/engine/playbook"
+	"nodeconverge/engine/report"
+	_ "nodeconverge/modules/template"
+)
+
+// writeTree writes files (path -> content) under dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, c := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// roleTree is a playbook with a role as Ansible lays one out: defaults,
+// vars, params, meta dependencies, an imported task file, a template and
+// a file found in the role's templates/ and files/, a handler notified as
+// "role : name" and one by a listen topic.
+var roleTree = map[string]string{
+	"site.yaml": `- hosts: all
+  gather_facts: false
+  vars:
+    from_play: play
+    overridden_by_role_vars: play
+  roles:
+    - role: prep
+      greeting: "hello {{ inventory_hostname }}"
+    - role: prep
+      greeting: "hello {{ inventory_hostname }}"
+    - role: skipped
+      when: false
+  tasks:
+    - name: after the roles
+      copy:
+        dest: "{{ dir }}/{{ inventory_hostname }}.after"
+        content: "{{ from_play }}\n"
+`,
+	"roles/prep/defaults/main.yml": `prep_dir: "{{ dir }}"
+prep_name: "{{ inventory_hostname }}.prep"
+greeting: default greeting
+overridden_by_role_vars: default
+`,
+	"roles/prep/vars/main.yml": "overridden_by_role_vars: role vars\n",
+	"roles/prep/meta/main.yml": `galaxy_info:
+  author: x
+dependencies:
+  - role: dep
+    dep_word: from meta
+`,
+	"roles/prep/tasks/main.yml": `- name: write the config
+  template:
+    src: prep.conf.j2
+    dest: "{{ prep_dir }}/{{ prep_name }}"
+  notify: "prep : reload prep"
+- import_tasks: more.yml
+  tags: [more]
+`,
+	"roles/prep/tasks/more.yml": `- name: the static file
+  copy:
+    src: static.txt
+    dest: "{{ prep_dir }}/{{ inventory_hostname }}.static"
+  notify: prep changed
+`,
+	"roles/prep/templates/prep.conf.j2": "{{ greeting }} {{ overridden_by_role_vars }} {{ from_play }}\n",
+	"roles/prep/files/static.txt":       "static\n",
+	"roles/prep/handlers/main.yml": `- name: reload prep
+  copy:
+    dest: "{{ prep_dir }}/{{ inventory_hostname }}.reloaded"
+    content: "reloaded\n"
+- name: also on change
+  listen: prep changed
+  copy:
+    dest: "{{ prep_dir }}/{{ inventory_hostname }}.listened"
+    content: "heard\n"
+`,
+	"roles/dep/tasks/main.yml": `- name: dependency first
+  copy:
+    dest: "{{ dir }}/{{ inventory_hostname }}.dep"
+    content: "{{ dep_word }}\n"
+`,
+	"roles/skipped/tasks/main.yml": `- name: never
+  copy:
+    dest: "{{ dir }}/{{ inventory_hostname }}.never"
+    content: "x\n"
+`,
+}
+
+// TestRolesLikeAnsible: a play's roles run as Ansible runs them, with
+// their variables at Ansible's precedence and their files found where
+// Ansible finds them; a role used twice with the same params runs once.
+func TestRolesLikeAnsible(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, roleTree)
+	plays, err := playbook.Load(filepath.Join(dir, "site.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tk := range plays[0].Tasks {
+		names = append(names, tk.DisplayName())
+	}
+	if got := strings.Join(names, " | "); got != "dep : dependency first | prep : write the config | prep : the static file | skipped : never | after the roles" {
+		t.Errorf("tasks: %s", got)
+	}
+	if tags := plays[0].Tasks[2].Tags; len(tags) != 1 || tags[0] != "more" {
+		t.Errorf("the import's tags: %v", tags)
+	}
+	for _, check := range []bool{true, false} {
+		e := newEnv(t, "h1")
+		run := e.run(plays, e.options(check))
+		res := results(t, run)
+		for k, st := range map[string]report.Status{
+			"dependency first h1": report.Changed, "write the config h1": report.Changed, "the static file h1": report.Changed,
+			"never h1": report.Skipped, "reload prep h1": report.Changed, "also on change h1": report.Changed,
+		} {
+			if tr := res[k]; tr == nil || tr.Status != st {
+				t.Errorf("check=%v: %s: %+v, want %s", check, k, tr, st)
+			}
+		}
+		if check {
+			continue
+		}
+		for name, want := range map[string]string{
+			"prep": "hello h1 role vars play\n", "static": "static\n", "dep": "from meta\n", "after": "play\n",
+			"reloaded": "reloaded\n", "listened": "heard\n",
+		} {
+			if got, _ := e.read("h1", name); got != want {
+				t.Errorf("h1.%s = %q, want %q", name, got, want)
+			}
+		}
+		if _, ok := e.read("h1", "never"); ok {
+			t.Error("the role with when: false ran")
+		}
+	}
+}
+
+// TestRoleErrorsAtRoleFile: what a role's files cannot run is reported
+// at the role file's line and column, every problem at once.
+func TestRoleErrorsAtRoleFile(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"site.yaml": "- hosts: all\n  roles:\n    - bad\n    - missing\n",
+		"roles/bad/tasks/main.yml": `- name: fine
+  copy:
+    dest: /etc/x
+    content: x
+- name: packages
+  apt:
+    name: containerd
+- include_tasks: other.yml
+`,
+		"roles/bad/tasks/other.yml": "- name: typo\n  coppy:\n    dest: /etc/y\n",
+	})
+	_, err := playbook.Load(filepath.Join(dir, "site.yaml"))
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		filepath.Join(dir, "roles/bad/tasks/main.yml") + `:6:3: module "apt" is not supported`,
+		filepath.Join(dir, "roles/bad/tasks/other.yml") + `:2:3: unknown module "coppy"`,
+		filepath.Join(dir, "site.yaml") + `:4:7: role "missing" not found`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("missing %q in:\n%s", want, msg)
+		}
+	}
+}
