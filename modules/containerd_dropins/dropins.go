@@ -409,6 +409,9 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 			plan.Files = append(plan.Files, module.FileChange{Action: module.Create, Path: dest + NoteSuffix, After: note, AfterHash: module.Hash(note), Mode: 0o644})
 		}
 	}
+	if r := ctrconf.PlatformRefusal(tree, plan.Files); r != "" {
+		return nil, &module.ValidationError{Msg: r, Evidence: plan.Evidence}
+	}
 	return plan, nil
 }
 

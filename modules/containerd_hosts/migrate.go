@@ -520,6 +520,9 @@ func (a *Args) checkMigrate(ctx context.Context, h transport.Reader) (*module.Pl
 		plan.Files = append(plan.Files, module.FileChange{Action: module.Update, Path: p, Before: f.Content, After: chosen[p], BeforeHash: module.Hash(f.Content), AfterHash: module.Hash(chosen[p])})
 	}
 	plan.Files = append(plan.Files, writes...)
+	if r := ctrconf.PlatformRefusal(tree, plan.Files); r != "" {
+		return nil, &module.ValidationError{Msg: r, Evidence: plan.Evidence}
+	}
 	plan.Effective = ctrconf.Attribute(tree, ctrconf.Diff(base, eff))
 	return plan, nil
 }

@@ -83,6 +83,10 @@ type Args struct {
 	SetAsDefault bool      `yaml:"set_as_default"`
 	State        string    `yaml:"state"`
 	Containerd   string    `yaml:"containerd"`
+	// ReplaceForeign lets the module replace a runtime of a managed name
+	// that is another runtime (gVisor's runsc named nvidia); without it
+	// such a node is refused, naming what the runtime is (foreign.go).
+	ReplaceForeign bool `yaml:"replace_foreign"`
 }
 
 // Validate fills derived defaults and checks what a type cannot.
@@ -289,6 +293,13 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		return nil, &module.ValidationError{Msg: fmt.Sprintf("the node's containerd config already keeps its CRI plugin from loading, so nothing is changed here: %s", c), Evidence: plan.Evidence}
 	}
 
+	if a.State != "repair" && !a.ReplaceForeign {
+		if fs := foreignManaged(tree, base, major, names); len(fs) > 0 {
+			return nil, &module.ValidationError{Msg: fmt.Sprintf("refusing to %s: a runtime of a name this task manages is not NVIDIA's runc-based runtime, and rewriting it would run its pods under runc on the host kernel without saying so; nothing was changed: %s. Give NVIDIA's runtimes other names (runtimes:), or set replace_foreign: true to replace it",
+				map[string]string{"present": "rebuild the runtimes", "absent": "remove the runtimes"}[a.State], strings.Join(fs, "; ")), Evidence: plan.Evidence}
+		}
+	}
+
 	target := ""
 	switch {
 	case a.Path != Auto:
@@ -458,6 +469,9 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	if len(plan.Files) == 0 {
 		return plan, nil
 	}
+	if r := ctrconf.PlatformRefusal(tree, plan.Files); r != "" {
+		return nil, &module.ValidationError{Msg: r, Evidence: plan.Evidence}
+	}
 	if base.OK {
 		plan.Effective = ctrconf.Attribute(tree, diff)
 	} else {
@@ -565,6 +579,12 @@ func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effec
 		}
 	}
 	for _, l := range layouts {
+		if !a.ReplaceForeign {
+			// The operator's own fields of each runtime's table stay.
+			for i := range rts {
+				rts[i].Fields = ownFields(tree, rts[i].Name, l)
+			}
+		}
 		cand, err := nvidiatoml.Rebuild(e.live.Content, nvidiatoml.Layout{Version: l}, rts, a.SetAsDefault, a.State == "present")
 		if err != nil {
 			return fmt.Errorf("rebuild %s: %w", e.path, err)

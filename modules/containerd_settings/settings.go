@@ -408,6 +408,9 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		}
 		plan.Files = append(plan.Files, fc)
 	}
+	if r := ctrconf.PlatformRefusal(tree, plan.Files); r != "" {
+		return nil, &module.ValidationError{Msg: r, Evidence: plan.Evidence}
+	}
 	plan.Effective = ctrconf.Attribute(tree, diff)
 	return plan, nil
 }

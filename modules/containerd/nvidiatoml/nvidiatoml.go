@@ -51,6 +51,10 @@ type Runtime struct {
 	// rendered sorted by key together with BinaryName. Values may be
 	// strings, bools, integers, floats, slices and map[string]any.
 	Options map[string]any
+	// Fields are further keys of the runtime's own table, after
+	// runtime_type and sorted by key: the operator's fields a rebuild
+	// keeps (base_runtime_spec, privileged_without_host_devices, ...).
+	Fields map[string]any
 }
 
 // Layout selects the containerd config version the runtimes are written for.

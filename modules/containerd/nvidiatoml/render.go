@@ -72,6 +72,16 @@ func Render(l Layout, rts []Runtime, newline string) []byte {
 		if rt.RuntimeType != "" {
 			b.WriteString("  runtime_type = " + quote(rt.RuntimeType) + newline)
 		}
+		for _, k := range sortedKeys(rt.Fields) {
+			if k == "runtime_type" || k == "options" {
+				continue
+			}
+			v, err := encodeValue(rt.Fields[k])
+			if err != nil {
+				v = quote(fmt.Sprint(rt.Fields[k]))
+			}
+			b.WriteString("  " + formatKey(k) + " = " + v + newline)
+		}
 		opts := make(map[string]any, len(rt.Options)+1)
 		for k, v := range rt.Options {
 			opts[k] = v
