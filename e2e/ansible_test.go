@@ -100,7 +100,9 @@ control_path_dir = `+filepath.Join(dir, "cp")+`
 // TestAnsiblePlaybooks runs each playbook of testdata/ansible-playbooks
 // with ansible-playbook on one fresh lab and with nodeconverge apply on
 // another, twice each, and asserts the same recap per host (ok, changed,
-// failed, skipped, ignored) on the first run and on the second. Before
+// failed, skipped, ignored) on the first run and on the second; for a
+// playbook with roles, also the same files on the nodes afterwards and
+// nothing changed by the second run. Before
 // nodeconverge's first run, --check plans changes and leaves every node's
 // tree as it was.
 func TestAnsiblePlaybooks(t *testing.T) {
@@ -118,11 +120,20 @@ func TestAnsiblePlaybooks(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var ans, ncr [2]map[string]counts
 			var ansOut, ncOut [2]string
+			// A playbook that runs roles is also compared by the files it
+			// leaves on the nodes, and must change nothing the second
+			// time under either tool.
+			_, err := os.Stat(filepath.Join(filepath.Dir(pb), "roles"))
+			withRoles := err == nil
+			ansTrees, ncTrees := map[string]map[string]string{}, map[string]map[string]string{}
 			func() {
 				l := labtest.Start(t, labtest.Options{Nodes: 2, Scenario: "clean", NoContainerd: true})
 				for i := range ansOut {
 					ansOut[i] = ansiblePlaybook(t, l, pb)
 					ans[i] = parseRecap(t, ansOut[i], true)
+				}
+				for _, n := range l.Nodes {
+					ansTrees[n.Name] = l.HashTree(t, n.Name)
 				}
 			}()
 			func() {
@@ -148,7 +159,20 @@ func TestAnsiblePlaybooks(t *testing.T) {
 					ncOut[i] = r.stdout + r.stderr
 					ncr[i] = parseRecap(t, ncOut[i], false)
 				}
+				for _, n := range l.Nodes {
+					ncTrees[n.Name] = l.HashTree(t, n.Name)
+				}
 			}()
+			if withRoles {
+				if d := cmp.Diff(ansTrees, ncTrees); d != "" {
+					t.Errorf("the nodes' files differ (-ansible-playbook +nodeconverge):\n%s", d)
+				}
+				for host, c := range ans[1] {
+					if c.Changed != 0 || ncr[1][host].Changed != 0 {
+						t.Errorf("second run changed something on %s: ansible-playbook %s, nodeconverge %s", host, c, ncr[1][host])
+					}
+				}
+			}
 			for i := range ans {
 				for host, a := range ans[i] {
 					n, ok := ncr[i][host]

@@ -32,7 +32,7 @@ var notFacts = map[string]bool{
 	"ansible_run_tags": true, "ansible_skip_tags": true, "ansible_limit": true, "ansible_loop": true,
 	"ansible_loop_var": true, "ansible_index_var": true, "ansible_inventory_sources": true,
 	"ansible_config_file": true, "ansible_playbook_python": true, "ansible_search_path": true,
-	"ansible_local": true, "ansible_facts": true, "ansible_failed_task": true, "ansible_failed_result": true,
+	"ansible_local": true, "ansible_facts": true, "ansible_managed": true, "ansible_failed_task": true, "ansible_failed_result": true,
 	"ansible_vault_password": true, "ansible_sudo_pass": true, "ansible_ssh_host": true, "ansible_ssh_port": true,
 	"ansible_ssh_user": true, "ansible_ssh_pass": true, "ansible_ssh_private_key_file": true,
 }

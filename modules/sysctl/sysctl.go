@@ -352,28 +352,40 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 	return plan, nil
 }
 
-// setKeys is a shared sysctl file with each wanted key set: every line
-// that sets the key gets the wanted value, a key no line sets is added at
-// the end; every other line is kept as it was.
+// setKeys is a shared sysctl file with each wanted key set, as
+// ansible.posix.sysctl rewrites it (fix_lines): every line stripped,
+// comments, blank lines and lines without "=" kept, every other line
+// written "key=value" and only the first line of each key kept, a wanted
+// key's value replaced, a key no line sets added at the end.
 func setKeys(old []byte, want map[string]string) []byte {
-	text := string(old)
-	var lines []string
+	text := strings.ReplaceAll(string(old), "\r\n", "\n")
+	var out []string
+	seen := map[string]bool{}
 	if text != "" {
-		lines = strings.Split(strings.TrimSuffix(text, "\n"), "\n")
-	}
-	found := map[string]bool{}
-	for _, s := range parse("", old) {
-		if v, ok := want[s.Key]; ok {
-			lines[s.Line-1] = s.Key + " = " + v
-			found[s.Key] = true
+		for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+			t := strings.TrimSpace(line)
+			if t == "" || strings.HasPrefix(t, "#") || strings.HasPrefix(t, ";") || !strings.Contains(t, "=") {
+				out = append(out, t)
+				continue
+			}
+			k, v, _ := strings.Cut(t, "=")
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if w, ok := want[k]; ok {
+				v = w
+			}
+			out = append(out, k+"="+v)
 		}
 	}
 	for _, k := range sortedKeys(want) {
-		if !found[k] {
-			lines = append(lines, k+" = "+want[k])
+		if !seen[k] {
+			out = append(out, k+"="+want[k])
 		}
 	}
-	return []byte(strings.Join(lines, "\n") + "\n")
+	return []byte(strings.Join(out, "\n") + "\n")
 }
 
 func sameMap(a, b map[string]string) bool {

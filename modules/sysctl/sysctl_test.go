@@ -275,23 +275,25 @@ func TestAnsibleForm(t *testing.T) {
 	}
 }
 
-// TestSetKeys: in the Ansible form the file is shared: the key's lines
-// get the value, a missing key is added, every other line is kept.
+// TestSetKeys: in the Ansible form the file is shared and rewritten as
+// ansible.posix.sysctl rewrites it: lines stripped, "key=value", the
+// first line of a key kept, the wanted value set, a missing key added.
 func TestSetKeys(t *testing.T) {
-	old := "# kube\nnet.ipv4.ip_forward=0\nvm.swappiness = 60\n; note\nnet/ipv4/ip_forward = 0\n"
+	old := "# kube\n  net.ipv4.ip_forward=0\nvm.swappiness = 60\n; note\nnet.ipv4.ip_forward = 0\nnot a setting\n"
 	got := string(setKeys([]byte(old), map[string]string{"net.ipv4.ip_forward": "1", "fs.file-max": "100"}))
-	want := "# kube\nnet.ipv4.ip_forward = 1\nvm.swappiness = 60\n; note\nnet.ipv4.ip_forward = 1\nfs.file-max = 100\n"
+	want := "# kube\nnet.ipv4.ip_forward=1\nvm.swappiness=60\n; note\nnot a setting\nfs.file-max=100\n"
 	if got != want {
 		t.Errorf("setKeys:\n got %q\nwant %q", got, want)
 	}
-	if got := string(setKeys(nil, map[string]string{"a.b": "1"})); got != "a.b = 1\n" {
+	if got := string(setKeys(nil, map[string]string{"a.b": "1"})); got != "a.b=1\n" {
 		t.Errorf("setKeys on a new file = %q", got)
 	}
 }
 
 // TestLabSysctlAnsibleForm: ansible.posix.sysctl's form on a lab node:
-// only the key's line of a shared file changes (the operator's other
-// lines stay), the live value is set exactly, and a second check plans
+// the key's line of a shared file gets the value and the file is
+// rewritten as Ansible rewrites it (the operator's other settings stay,
+// as key=value), the live value is set exactly, and a second check plans
 // nothing.
 func TestLabSysctlAnsibleForm(t *testing.T) {
 	ctx := context.Background()
@@ -310,7 +312,7 @@ func TestLabSysctlAnsibleForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "# operator's\nfs.inotify.max_user_instances = 512\nvm.operator = 1\n"
+	want := "# operator's\nfs.inotify.max_user_instances=512\nvm.operator=1\n"
 	if len(plan.Files) != 1 || string(plan.Files[0].After) != want {
 		t.Fatalf("planned file: %+v", plan.Files)
 	}

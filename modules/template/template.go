@@ -56,8 +56,25 @@ func (a *Args) SetSearchPath(dirs []string) { a.searchDirs = dirs }
 // playbook's directory, as in Ansible.
 func (a *Args) SetBaseDir(dir string) { a.baseDir = dir }
 
-// SetVars gives the module the host's variables to render src with.
-func (a *Args) SetVars(vars map[string]any) { a.vars = vars }
+// SetVars gives the module the host's variables to render src with,
+// and Ansible's ansible_managed (its default text) where no variable
+// sets it: a template written for Ansible says what it says there.
+func (a *Args) SetVars(vars map[string]any) {
+	if vars != nil {
+		if _, ok := vars["ansible_managed"]; !ok {
+			v := make(map[string]any, len(vars)+1)
+			for k, x := range vars {
+				v[k] = x
+			}
+			v["ansible_managed"] = AnsibleManaged
+			vars = v
+		}
+	}
+	a.vars = vars
+}
+
+// AnsibleManaged is ansible-core's default ansible_managed string.
+const AnsibleManaged = "Ansible managed"
 
 func (a *Args) copyArgs() *copy.Args {
 	return &copy.Args{Dest: a.Dest, Content: a.Content, Mode: a.Mode, Owner: a.Owner, Group: a.Group, Backup: a.Backup, ValidateCmd: a.ValidateCmd}
