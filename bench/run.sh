@@ -99,6 +99,13 @@ if [[ $SERIAL == all ]]; then
 else
 	cp "$root/playbooks/gpu-containerd.yaml" "$W/nc.yaml"
 fi
+# The same playbook with the restart's proof by pod off (`prove: off`): the converge with and without
+# the proof, side by side, is what the proof costs.
+sed '/^      containerd_restart:$/a\        prove: off' "$W/nc.yaml" >"$W/nc-noprove.yaml"
+grep -q '^        prove: off$' "$W/nc-noprove.yaml" || {
+	echo "run.sh: found no containerd_restart handler to turn the proof off in" >&2
+	exit 1
+}
 export ANSIBLE_CONFIG=$here/ansible.cfg ANSIBLE_FORKS=$N ANSIBLE_NOCOLOR=1
 # forks = N, like Ansible's, side by side; the scale run uses a bastion-like 50 by default (at 500,
 # every handshake at once on these 2 shared cores runs into nodeconverge's 10 s connect timeout).
@@ -161,6 +168,7 @@ run_tool() {
 	[[ $wl == prove ]] && check=(--check --prove)
 	case $tool in
 	nodeconverge) measure "$wl" "$tool" "$run" "$NC" "${NCARGS[@]}" "${check[@]}" "${NCREPORT[@]}" "$W/nc.yaml" ;;
+	nodeconverge-noprove) measure "$wl" "$tool" "$run" "$NC" "${NCARGS[@]}" "${check[@]}" "${NCREPORT[@]}" "$W/nc-noprove.yaml" ;;
 	nodeconverge-small) measure "$wl" "$tool" "$run" "$NC" "${NCARGS[@]}" "${check[@]}" -l "@$W/small.limit" \
 		--report jsonl="$W/$wl-$tool-$run.report.jsonl" "$W/nc.yaml" ;;
 	ansible)
@@ -244,7 +252,7 @@ count_procs() {
 		t=$W/strace-$wl-$tool-$n
 		p=$(cat "$DIR/nodes/$n/sshd.pid")
 		lp+=("$p")
-		strace -f -qq -e trace=execve -o "$t" -p "$p" &
+		strace -f -qq -e trace=execve,connect,clone,clone3,fork,vfork -o "$t" -p "$p" &
 		sp+=($!)
 		tr+=("$t")
 	done
@@ -254,10 +262,31 @@ count_procs() {
 	sed -i '$d' "$TSV"
 	kill "${sp[@]}"
 	wait "${sp[@]}" 2>/dev/null || true
-	local counts=() ctrd=() i
+	local counts=() ctrd=() streams=() i
 	for i in "${!tr[@]}"; do
-		# pids other than the listener's, and successful execs.
-		counts+=("$(awk -v l="${lp[i]}" '$1 != l {pid[$1]=1} /execve\(/ && / = 0$/ {e++} END {print length(pid) "/" e+0}' "${tr[i]}")")
+		# pids other than the listener's that exec'd (as when only execve was traced: the threads
+		# and forks the clone tracing below adds are not counted), and successful execs.
+		counts+=("$(awk -v l="${lp[i]}" '$1 != l && /execve\(|execve resumed>/ {pid[$1]=1} /execve\(/ && / = 0$/ {e++} END {print length(pid) "/" e+0}' "${tr[i]}")")
+		# Streams sshd itself opened to containerd's socket (OpenSSH direct-streamlocal, the CRI
+		# client's connection: one more round trip each), told apart from the connections of the
+		# ctr, crictl or containerd a script runs (and of their threads) by ancestry: a pid is a
+		# tool's when it, or the process it was cloned from, exec'd anything but sshd.
+		streams+=("$(awk '
+			{ pid = $1 }
+			/ (clone|clone3|fork|vfork)\(/ || /<\.\.\. (clone|clone3|fork|vfork) resumed>/ {
+				if (match($0, /= [0-9]+$/)) parent[substr($0, RSTART + 2)] = pid
+			}
+			/ execve\(/ { if ($0 ~ /execve\("[^"]*\/sshd"/) sshd[pid] = 1; else tool[pid] = 1 }
+			/ connect\(.*containerd\.sock"/ { c[pid]++ }
+			function istool(p, k) {
+				for (k = 0; p != "" && k < 64; k++) {
+					if (p in tool) return 1
+					if (p in sshd) return 0
+					p = (p in parent) ? parent[p] : ""
+				}
+				return 0
+			}
+			END { n = 0; for (p in c) if (!istool(p)) n += c[p]; print n }' "${tr[i]}")")
 		# containerd runs: successful execs of a binary named containerd with `config dump`
 		# (live, staged or a --config candidate); the daemon the restart starts is not one. With
 		# -f, strace may split an exec into "<unfinished ...>" and "<... execve resumed>" lines.
@@ -268,7 +297,8 @@ count_procs() {
 	done
 	PROCS[$key]=${counts[*]}
 	PROCS[$key:containerd]=${ctrd[*]}
-	log "remote processes/execs per host ($wl, $tool; ${probe[*]}): ${counts[*]}; containerd config dumps: ${ctrd[*]}"
+	PROCS[$key:streams]=${streams[*]}
+	log "remote processes/execs per host ($wl, $tool; ${probe[*]}): ${counts[*]}; containerd config dumps: ${ctrd[*]}; socket streams: ${streams[*]}"
 }
 
 # ---------------------------------------------------------------------------------------------------
@@ -314,7 +344,8 @@ else
 	# (a) converge from the incident's state; the lab is reset before every run.
 	for ((r = 1; r <= RUNS; r++)); do
 		# Alternate who goes first, so neither always meets a machine the other just loaded.
-		if ((r % 2)); then order=(nodeconverge ansible floor); else order=(ansible nodeconverge floor); fi
+		# nodeconverge-noprove: the same converge with the restart's proof off, side by side.
+		if ((r % 2)); then order=(nodeconverge nodeconverge-noprove ansible floor); else order=(ansible nodeconverge-noprove nodeconverge floor); fi
 		for t in "${order[@]}"; do
 			"$here/reset.sh" "$DIR" incident
 			containerd_pids >"$W/pids.before"
@@ -335,37 +366,37 @@ else
 	# (shipped whole) is the one both tools accept unchanged, byte for byte.
 	"$here/reset.sh" "$DIR" incident
 	ANSIBLE_SSH_CONTROL_PATH_DIR=$(mktemp -d "$W/cp.XXXX") "$AP" -i "$INV" "$W/ansible/gpu-containerd.yaml" >"$W/drift-baseline.out" 2>&1
+	# (c) the proof by pod on the same converged nodes (`--check --prove`: a sandbox through every
+	# runtime on every node), in the same rounds as the drift run, so the two are measured side by
+	# side, against the floor doing the same with crictl. Each entry is WORKLOAD:TOOL.
 	for ((r = 1; r <= RUNS; r++)); do
-		if ((r % 2)); then order=(nodeconverge ansible floor ssh-true); else order=(ansible nodeconverge floor ssh-true); fi
-		for t in "${order[@]}"; do
-			run_tool drift "$t" "$r"
-			case $t in
-			nodeconverge) [[ $LAST_EXIT == 0 ]] || {
+		if ((r % 2)); then
+			order=(drift:nodeconverge prove:nodeconverge drift:ansible drift:floor prove:floor drift:ssh-true)
+		else
+			order=(drift:ansible prove:nodeconverge drift:nodeconverge prove:floor drift:floor drift:ssh-true)
+		fi
+		for e in "${order[@]}"; do
+			wl=${e%%:*} t=${e#*:}
+			run_tool "$wl" "$t" "$r"
+			case $wl-$t in
+			drift-nodeconverge) [[ $LAST_EXIT == 0 ]] || {
 				echo "run.sh: nodeconverge --check found drift (exit $LAST_EXIT); see $W/drift-$t-$r.out" >&2
 				exit 1
 			} ;;
-			ansible) if [[ $LAST_EXIT != 0 ]] || grep -Eq 'changed=[1-9]|failed=[1-9]' "$W/drift-$t-$r.out"; then
+			drift-ansible) if [[ $LAST_EXIT != 0 ]] || grep -Eq 'changed=[1-9]|failed=[1-9]' "$W/drift-$t-$r.out"; then
 				echo "run.sh: ansible --check found drift or failed; see $W/drift-$t-$r.out" >&2
 				exit 1
 			fi ;;
-			*) [[ $LAST_EXIT == 0 ]] || exit 1 ;;
+			*) [[ $LAST_EXIT == 0 ]] || {
+				echo "run.sh: $wl $t #$r exited $LAST_EXIT; see $W/$wl-$t-$r.out" >&2
+				exit 1
+			} ;;
 			esac
 		done
 	done
-	# (c) the proof by pod on converged nodes (`--check --prove`: a sandbox through every runtime on
-	# every node), measured apart from the drift run, against the floor doing the same with crictl.
-	for ((r = 1; r <= RUNS; r++)); do
-		if ((r % 2)); then order=(nodeconverge floor); else order=(floor nodeconverge); fi
-		for t in "${order[@]}"; do
-			run_tool prove "$t" "$r"
-			[[ $LAST_EXIT == 0 ]] || {
-				echo "run.sh: prove $t #$r exited $LAST_EXIT; see $W/prove-$t-$r.out" >&2
-				exit 1
-			}
-		done
-	done
 	for t in nodeconverge ansible floor ssh-true; do count_procs drift "$t"; done
-	for t in nodeconverge ansible floor; do
+	count_procs prove nodeconverge
+	for t in nodeconverge nodeconverge-noprove ansible floor; do
 		"$here/reset.sh" "$DIR" incident
 		count_procs converge "$t"
 	done
