@@ -531,6 +531,108 @@ exec runc`, 1)
 	}
 }
 
+// TestProofTimesOutMidProof (issue 26), on every generation: a runtime
+// whose create hangs holds its sandbox past the handler's deadline. The
+// gate fails naming nvidia and the deadline, the node is rolled back with
+// containerd running, the serial play stops; once the runtime answers
+// again, the next run proves every handler and nothing of the timed-out
+// proof is left behind.
+func TestProofTimesOutMidProof(t *testing.T) {
+	for _, g := range proofGenerations {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", ContainerdBin: labtest.Containerd(t, g.gen)})
+			node := l.Nodes[0].Name
+			if err := os.MkdirAll(l.NodePath(node, "/etc/containerd/conf.d"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(l.NodePath(node, "/etc/containerd/config.toml"), []byte(faultBase(g.version, g.plugin)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// The nvidia stand-in's first create hangs until the test
+			// releases it: a runtime that does not answer.
+			tk := l.NodePath(node, "/usr/local/nvidia/toolkit")
+			stand := filepath.Join(tk, "nvidia-container-runtime")
+			good, err := os.ReadFile(stand)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hang := strings.Replace(string(good), "exec runc", `case " $* " in *" create "*)
+	if [ ! -e /usr/local/nvidia/toolkit/hung ]; then
+		: >/usr/local/nvidia/toolkit/hung
+		while [ ! -e /usr/local/nvidia/toolkit/release ]; do sleep 0.1; done
+	fi ;;
+esac
+exec runc`, 1)
+			if hang == string(good) {
+				t.Fatalf("the nvidia stand-in has no `exec runc` to hang at:\n%s", good)
+			}
+			if err := os.WriteFile(stand, []byte(hang), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			pb := writePlaybook(t, strings.Replace(faultPlaybook, "timeout: 30s", "timeout: 15s", 1))
+			dropin := dropinVar(fmt.Sprintf("version = %d\n", g.version))
+			before := l.HashTree(t, node)
+			r, _ := ncBounded(t, 3*time.Minute, append([]string{"apply", "-e", dropin}, labArgs(l, pb)...)...)
+			// Released whatever the outcome, so the lab can stop.
+			if err := os.WriteFile(filepath.Join(tk, "release"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			wantCode(t, r, 1)
+			for _, want := range []string{"runtime nvidia failed", "deadline", "failed its health gates", "rolled back /etc/containerd/conf.d/50-fault.toml"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("the timed-out proof: the output does not say %q:\n%s", want, r)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(tk, "hung")); err != nil {
+				t.Fatalf("the nvidia runtime's create was never held: %v\n%s", err, r)
+			}
+			if d := cmp.Diff(before, l.HashTree(t, node)); d != "" {
+				t.Errorf("files not as before:\n%s", d)
+			}
+			if st := strings.TrimSpace(l.Exec(t, node, "sh", "-c", "systemctl is-active containerd || true")); st != "active" {
+				t.Errorf("containerd is %s after the timed-out proof", st)
+			}
+			if strings.Contains(r.stdout, "stopped answering") {
+				t.Errorf("a proof that ran out of time blames the daemon, which kept answering:\n%s", r)
+			}
+			// The proof removed its own sandboxes after its deadline.
+			noLeftovers(t, l, node)
+			r, _ = ncBounded(t, 3*time.Minute, append([]string{"apply", "-e", dropin}, labArgs(l, pb)...)...)
+			wantCode(t, r, 0)
+			if !strings.Contains(r.stdout, "pod sandbox READY through") {
+				t.Errorf("the next run did not prove:\n%s", r)
+			}
+			noLeftovers(t, l, node)
+
+			// A check-mode proof has no rollback whose own proof would
+			// clean up after it: its sandbox through nvidia is READY,
+			// then the runtime's kill takes 25s, past the 15s deadline.
+			// The proof still removes it (a fresh, bounded context)
+			// before the run ends.
+			slow := strings.Replace(string(good), "exec runc", `case " $* " in *" kill "*)
+	if [ ! -e /usr/local/nvidia/toolkit/slow-kill ]; then
+		: >/usr/local/nvidia/toolkit/slow-kill
+		sleep 25
+	fi ;;
+esac
+exec runc`, 1)
+			if err := os.WriteFile(stand, []byte(slow), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			r, _ = ncBounded(t, 3*time.Minute, append([]string{"apply", "--check", "--prove", "-e", dropin}, labArgs(l, pb)...)...)
+			wantCode(t, r, 1)
+			if !strings.Contains(r.stdout, "runtime nvidia FAILED") || !strings.Contains(r.stdout, "deadline") {
+				t.Errorf("the check's timed-out proof does not name nvidia and the deadline:\n%s", r)
+			}
+			if _, err := os.Stat(filepath.Join(tk, "slow-kill")); err != nil {
+				t.Fatalf("the nvidia runtime's kill was never slowed: %v\n%s", err, r)
+			}
+			noLeftovers(t, l, node)
+		})
+	}
+}
+
 // TestFaultDaemonDiesAfterGate (issue 29 item 6): a containerd that starts,
 // answers, and is killed 3 s later must not leave the run healthy with
 // containerd down. The gate watches the daemon across its settle window

@@ -22,6 +22,24 @@ import (
 // DefaultTimeout bounds a proof when Options.Timeout is zero.
 const DefaultTimeout = 60 * time.Second
 
+// CleanupGrace bounds the removal of a proof's own sandboxes once its
+// deadline has passed (a runtime that hangs, the task's timeout) or its
+// run was interrupted: the stream to the daemon usually still works then,
+// and a sandbox not removed now stays until the next proof's sweep.
+const CleanupGrace = 15 * time.Second
+
+// cleanupCtx is ctx while it is live with at least CleanupGrace left,
+// else a fresh context bounded by CleanupGrace that keeps ctx's values: a
+// removal that starts just before the deadline gets its time too (2.x
+// fails a Stop whose kill hangs just before a 15s deadline, and a second
+// Stop with two seconds left runs out).
+func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ctx.Err() == nil && (!ok || time.Until(dl) >= CleanupGrace) {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), CleanupGrace)
+}
+
 // Prove proves the node's running containerd (see the package comment):
 // over its socket, else with crictl, else unproven. It never returns a
 // report that says proved for something it did not see.
@@ -312,7 +330,9 @@ func (c *client) sandbox(ctx context.Context, h *Handler, o Options) {
 	default:
 		h.Status = Proved
 	}
-	if err := c.remove(ctx, h.Sandbox); err != nil && h.Status == Proved {
+	rctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	if err := c.remove(rctx, h.Sandbox); err != nil && h.Status == Proved {
 		h.Status, h.Reason = Failed, "the sandbox was READY but could not be removed: "+err.Error()
 	}
 }
@@ -352,14 +372,35 @@ func (c *client) sweep(ctx context.Context, r *Report, o Options) {
 }
 
 // cleanup removes whatever this proof's sandboxes left: a failed
-// RunPodSandbox can leave a NOTREADY sandbox behind in some versions.
+// RunPodSandbox can leave a NOTREADY sandbox behind in some versions, and
+// a sandbox whose stop ran out of time is still there. It tries again
+// while its context lasts: containerd 2.x fails a Stop at once (its own
+// short deadline) while an earlier kill of the same sandbox still runs.
+// What it cannot remove the next proof's sweep does.
 func (c *client) cleanup(ctx context.Context, o Options) {
-	resp, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{LabelRun: o.RunID}}})
-	if err != nil {
-		return
-	}
-	for _, sb := range resp.GetItems() {
-		_ = c.remove(ctx, sb.GetId()) // best effort: the next proof sweeps what is left
+	ctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{LabelRun: o.RunID}}})
+		if err != nil {
+			return
+		}
+		left := 0
+		for _, sb := range resp.GetItems() {
+			if c.remove(ctx, sb.GetId()) != nil {
+				left++
+			}
+		}
+		if left == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 
@@ -402,6 +443,19 @@ func (c *client) settle(ctx context.Context, r *Report, o Options) {
 	from := o.SettleFrom
 	if from.IsZero() {
 		from = time.Now()
+	}
+	if ctx.Err() != nil {
+		// The proof's deadline passed before the window (a runtime that
+		// hung holds its sandbox start): the daemon was not watched, so
+		// nothing is said of it. A handler that did not finish has
+		// failed naming the deadline already; one that proved still
+		// lacks the window.
+		for _, h := range r.Handlers {
+			if h.Status == Proved {
+				h.Status, h.Reason = Failed, fmt.Sprintf("proved, but the proof's deadline passed before the %s settle window could be watched", o.Settle)
+			}
+		}
+		return
 	}
 	end := from.Add(o.Settle)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(end.Add(time.Second)) {
