@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -323,5 +324,42 @@ func TestOneDropinMovedOnce(t *testing.T) {
 				t.Errorf("the scheduler settings are not back:\n%s", dump)
 			}
 		})
+	}
+}
+
+// Issue 28 #3: the incident among 498 further drop-ins (each sets the
+// tracing plugin's sampling ratio) on containerd 1.6. The tree is too large
+// to measure one file at a time; the shipped playbook measures it by
+// removing groups of files, moves zz-labhub-registry.toml only, converges,
+// and its rerun changes nothing. The plan says how many dumps it took.
+func TestFiveHundredDropinsShipped(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "incident", ContainerdBin: labtest.Containerd(t, labtest.Containerd16)})
+	node := l.Nodes[0].Name
+	for i := 1; i <= 498; i++ {
+		putFile(t, l, node, fmt.Sprintf("/etc/containerd/conf.d/%03d-tracing.toml", i), fmt.Sprintf("[plugins.\"io.containerd.internal.v1.tracing\"]\n  sampling_ratio = 0.%03d\n", i))
+	}
+	check, apply := checkThenApply(t, l, shippedPlaybook())
+	wantCode(t, check, 2)
+	wantCode(t, apply, 0)
+	wantRuntimes(t, l, node)
+	if _, err := os.Stat(l.NodePath(node, "/etc/containerd/conf.d.disabled/zz-labhub-registry.toml")); err != nil {
+		t.Errorf("zz-labhub-registry.toml not relocated: %v", err)
+	}
+	if ents, err := os.ReadDir(l.NodePath(node, "/etc/containerd/conf.d.disabled")); err != nil || len(ents) != 2 {
+		t.Errorf("conf.d.disabled holds %d entries (%v), want the one file and its note", len(ents), err)
+	}
+	// Nothing to relocate now; -v shows how the tree was measured.
+	v := nc(t, append([]string{"apply", "--check", "-v"}, labArgs(l, shippedPlaybook())...)...)
+	wantCode(t, v, 0)
+	m := regexp.MustCompile(`(\d+) loaded files: measured by removing groups of files, (\d+) containerd config dumps`).FindStringSubmatch(v.stdout)
+	if m == nil || m[1] != "500" {
+		t.Fatalf("the measurement is not reported:\n%s", v)
+	}
+	t.Logf("%s loaded files measured with %s containerd config dumps", m[1], m[2])
+	after := l.HashTree(t, node)
+	r := nc(t, append([]string{"apply"}, labArgs(l, shippedPlaybook())...)...)
+	wantCode(t, r, 0)
+	if d := cmp.Diff(after, l.HashTree(t, node)); d != "" {
+		t.Fatalf("the rerun changed files:\n%s\n%s", d, r)
 	}
 }

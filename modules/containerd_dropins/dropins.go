@@ -145,24 +145,40 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 		plan.Skip = undecidableText(und)
 		return plan, nil
 	}
-	an, err := ctrconf.Analyze(ctx, h, tree)
-	if err != nil {
-		return nil, fmt.Errorf("measure drop-ins: %w", err)
+	var base *ctrconf.Effective
+	var an *ctrconf.Analysis
+	if len(tree.Files) > largeTree {
+		if base, err = ctrconf.Dump(ctx, h, tree, nil); err != nil {
+			return nil, fmt.Errorf("dump live config: %w", err)
+		}
+	} else {
+		if an, err = ctrconf.Analyze(ctx, h, tree); err != nil {
+			return nil, fmt.Errorf("measure drop-ins: %w", err)
+		}
+		base = an.Base
 	}
-	base := an.Base
 	if !base.OK {
 		return nil, &module.ValidationError{Msg: fmt.Sprintf("the live containerd config of %s does not load, so no drop-in can be measured:\n%s\n"+
 			"repair it first (containerd_nvidia with path: auto, state: repair fixes nvidia tables pasted twice)", h.Host(), base.Err)}
 	}
 	var shadowed []ctrconf.LostKey
-	for _, l := range an.Lost {
-		if l.Shadowed() {
-			shadowed = append(shadowed, l)
+	var units []unit
+	if an == nil {
+		var dumps int
+		if units, shadowed, dumps, err = bisectUnits(ctx, h, tree, base); err != nil {
+			return nil, err
 		}
-	}
-	units, err := findUnits(ctx, h, tree, an, shadowed)
-	if err != nil {
-		return nil, err
+		plan.Notes = append(plan.Notes, fmt.Sprintf("%d loaded files: measured by removing groups of files, %d containerd config dumps in stages of at most %d (one file at a time takes %d)",
+			len(tree.Files), dumps, stageChunk, 2*len(tree.Files)))
+	} else {
+		for _, l := range an.Lost {
+			if l.Shadowed() {
+				shadowed = append(shadowed, l)
+			}
+		}
+		if units, err = findUnits(ctx, h, tree, an, shadowed); err != nil {
+			return nil, err
+		}
 	}
 	if len(units) == 0 && len(shadowed) == 0 {
 		return plan, nil
@@ -318,11 +334,29 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	if err != nil {
 		return nil, err
 	}
-	an2, err := ctrconf.Analyze(ctx, h, cand)
-	if err != nil {
-		return nil, fmt.Errorf("measure the candidate: %w", err)
+	var final *ctrconf.Effective
+	var hidden []ctrconf.LostKey
+	if len(cand.Files) > largeTree {
+		if final, err = ctrconf.Dump(ctx, h, cand, nil); err != nil {
+			return nil, fmt.Errorf("dump the candidate: %w", err)
+		}
+		if final.OK {
+			if _, hidden, _, err = bisectUnits(ctx, h, cand, final); err != nil {
+				return nil, fmt.Errorf("measure the candidate: %w", err)
+			}
+		}
+	} else {
+		an2, err := ctrconf.Analyze(ctx, h, cand)
+		if err != nil {
+			return nil, fmt.Errorf("measure the candidate: %w", err)
+		}
+		final = an2.Base
+		for _, l := range an2.Lost {
+			if l.Shadowed() {
+				hidden = append(hidden, l)
+			}
+		}
 	}
-	final := an2.Base
 	var still []string
 	for _, u := range moved {
 		for _, p := range u.files {
@@ -333,12 +367,6 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 			if len(lost) > 0 {
 				still = append(still, p+" (moved) would lose:\n"+lostText(lost))
 			}
-		}
-	}
-	var hidden []ctrconf.LostKey
-	for _, l := range an2.Lost {
-		if l.Shadowed() {
-			hidden = append(hidden, l)
 		}
 	}
 	if rest := notAccepted(a, hidden); len(rest) > 0 {
