@@ -239,3 +239,96 @@ func TestFaultRenderedPathDotDot(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultNeverTwoWriters (issue 29 item 4): a run's node-side script is
+// blocked inside a step (a shell task that sleeps, then writes) when the
+// run's controller is killed. Its connection dies, the script does not.
+// The next run finds the lock stale; before it takes the lock over it ends
+// the old script and everything below it and says so, so the old step can
+// never write under the new run's lock: the file the new run writes keeps
+// the new run's content after the old step's process is gone.
+func TestFaultNeverTwoWriters(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", NoContainerd: true})
+	node := l.Nodes[0].Name
+	old := writePlaybook(t, `
+- name: the old run
+  hosts: all
+  tasks:
+    - name: blocked in a step, then writes
+      shell:
+        cmd: "echo $$ > /etc/containerd/.b && mv /etc/containerd/.b /etc/containerd/blocked.pid; sleep 40; echo old-run > /etc/containerd/owner.txt"
+`)
+	a, aout := start(t, append([]string{"apply"}, labArgs(l, old)...)...)
+	pidFile := l.NodePath(node, "/etc/containerd/blocked.pid")
+	waitFile(t, pidFile, 60*time.Second)
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocked := strings.TrimSpace(string(b))
+	lock, err := os.ReadFile(l.NodePath(node, "/var/lib/nodeconverge/lock.d/x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := ""
+	for _, line := range strings.Split(string(lock), "\n") {
+		if v, ok := strings.CutPrefix(line, "holder_pid="); ok {
+			holder = v
+		}
+	}
+	if err := a.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(); err == nil {
+		t.Fatalf("the killed run exited 0:\n%s", aout)
+	}
+	// The old run's connection (its sshd) ends once the controller is
+	// gone; its script goes on.
+	waitGone(t, holder, 30*time.Second)
+	if _, err := os.Stat("/proc/" + blocked); err != nil {
+		t.Fatalf("the old step (pid %s) ended with its connection: the test shows nothing: %v", blocked, err)
+	}
+	next := writePlaybook(t, `
+- name: the next run
+  hosts: all
+  tasks:
+    - name: write the file
+      copy:
+        dest: /etc/containerd/owner.txt
+        content: "new-run\n"
+`)
+	r, _ := ncBounded(t, 120*time.Second, append([]string{"apply"}, labArgs(l, next)...)...)
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "took over the lock of node "+node) || !strings.Contains(r.stdout, "were ended first and are gone") ||
+		!strings.Contains(r.stdout, blocked+"(") {
+		t.Errorf("the takeover does not say that the old run's processes (pid %s among them) were ended:\n%s", blocked, r)
+	}
+	// Whatever the old step would do, it does by the time it is gone.
+	waitGone(t, blocked, 60*time.Second)
+	got, err := os.ReadFile(l.NodePath(node, "/etc/containerd/owner.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "new-run\n" {
+		t.Errorf("owner.txt is %q: the old run wrote under the new run's lock", got)
+	}
+}
+
+// waitGone polls until process pid is gone or a zombie, with a deadline.
+func waitGone(t *testing.T, pid string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		st, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil {
+			return
+		}
+		if i := strings.LastIndexByte(string(st), ')'); i > 0 && strings.HasPrefix(string(st[i:]), ") Z") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %s did not end within %v", pid, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

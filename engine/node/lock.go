@@ -34,7 +34,15 @@ import (
 // or is SIGKILLed, the TCP connection closes and the sshd process exits. A
 // holder whose process is gone (no /proc/<pid>/stat, a zombie, a different
 // comm, or a different start time, which rules out pid reuse) is stale and
-// its lock is taken over; the NodeLock says so in TookOver.
+// its lock is taken over; the NodeLock says so in TookOver. Before that,
+// the stale holder's scripts that still run are ended: the connection's
+// death does not end them (sshd closes their pipes without a signal; one
+// blocked in a step learns of it only at its next write, and may write to
+// the node before that). Each script's private directory is named after
+// its holder and its own shell (scratch.go), so the node finds them,
+// SIGKILLs each with every process below it, and takes the lock only once
+// all of them are gone; otherwise it refuses (sh/lock.sh, _nc_lend). Never
+// two writers.
 //
 // Shared locks are for runs that must not overlap an apply but may overlap
 // each other. The runner need not take any lock in check mode: check mode
@@ -55,6 +63,12 @@ type LockOwner struct {
 	HolderComm  string `json:"holder_comm,omitempty"`
 	HolderStart string `json:"holder_start,omitempty"`
 	Shared      bool   `json:"shared,omitempty"`
+	// Ended lists, for a stale holder taken over, its scripts still
+	// running on the node and the processes below them ("pid(comm) ..."),
+	// which the node ended (SIGKILL, then seen gone) before it took the
+	// lock: a dead connection does not end them, and they would write
+	// under the new lock.
+	Ended string `json:"ended,omitempty"`
 }
 
 // NewLockOwner describes this controller process for a lock taken by runID.
@@ -113,6 +127,8 @@ func parseLockOwner(b string) LockOwner {
 			o.HolderStart = v
 		case "mode":
 			o.Shared = v == "shared"
+		case "ended":
+			o.Ended = v
 		}
 	}
 	return o
@@ -155,10 +171,14 @@ func (l *NodeLock) Note() string {
 	}
 	parts := make([]string, len(l.TookOver))
 	for i, o := range l.TookOver {
-		parts[i] = o.String()
+		parts[i] = fmt.Sprintf("%s: its connection process (pid %d) is gone", o, o.HolderPID)
+		if o.Ended != "" {
+			parts[i] += "; its node-side processes that still ran were ended first and are gone, so they can write no more: " + o.Ended
+		} else {
+			parts[i] += "; none of its node-side processes was still running"
+		}
 	}
-	return fmt.Sprintf("took over the lock of node %s from %s: its connection process (pid %d) is gone",
-		l.h.Host(), strings.Join(parts, "; "), l.TookOver[0].HolderPID)
+	return fmt.Sprintf("took over the lock of node %s from %s", l.h.Host(), strings.Join(parts, "; "))
 }
 
 // lockPrelude (sh/lock.sh) is the shell side of Lock and release.

@@ -69,10 +69,12 @@ _nc_sweep() {
 		[0-9]*-[0-9]*.[0-9]*-[0-9]*.*) ;;
 		*) continue ;;
 		esac
-		_nc_a=${_nc_n%%.*}
 		_nc_b=${_nc_n#*.}
 		_nc_b=${_nc_b%%.*}
-		if _nc_alive "${_nc_a%%-*}" "${_nc_a#*-}" && _nc_alive "${_nc_b%%-*}" "${_nc_b#*-}"; then
+		# Kept while its script lives, whether or not its connection
+		# does: a stale lock's takeover finds the scripts still running
+		# by these names (_nc_lend).
+		if _nc_alive "${_nc_b%%-*}" "${_nc_b#*-}"; then
 			continue
 		fi
 		rm -rf -- "$_nc_f" 2> /dev/null || :
