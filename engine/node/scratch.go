@@ -24,8 +24,12 @@ package node
 // connection), the shell is the script's own. Start times (clock ticks
 // since boot, /proc/<pid>/stat field 22) rule out pid reuse. A directory is
 // kept while both are alive; when the controller is killed its connection's
-// sshd exits, so the next run removes the killed run's directories even
-// while a command it started (a hung `containerd config dump`) still runs.
+// sshd exits, so the next run empties the killed run's directories even
+// while a command it started (a hung `containerd config dump`) still runs,
+// and removes them once their shell is gone. The empty directory of a
+// script that outlived its connection is the record by which a stale
+// lock's takeover finds that script and ends it before taking the lock
+// (lock.go: never two writers).
 //
 // When the state directory cannot hold T (read-only, or its file system
 // full), the script falls back to the system temporary directory, under the

@@ -69,12 +69,21 @@ _nc_sweep() {
 		[0-9]*-[0-9]*.[0-9]*-[0-9]*.*) ;;
 		*) continue ;;
 		esac
+		_nc_a=${_nc_n%%.*}
 		_nc_b=${_nc_n#*.}
 		_nc_b=${_nc_b%%.*}
-		# Kept while its script lives, whether or not its connection
-		# does: a stale lock's takeover finds the scripts still running
-		# by these names (_nc_lend).
 		if _nc_alive "${_nc_b%%-*}" "${_nc_b#*-}"; then
+			if _nc_alive "${_nc_a%%-*}" "${_nc_a#*-}"; then
+				continue
+			fi
+			# Its connection is gone but its script still runs
+			# (blocked in a step): what it holds (staged copies with
+			# credentials) goes now, the empty directory stays while
+			# the script lives, as the record by which a stale lock's
+			# takeover finds and ends it (_nc_lend).
+			for _nc_g in "$_nc_f"/* "$_nc_f"/.[!.]* "$_nc_f"/..?*; do
+				if [ -e "$_nc_g" ] || [ -L "$_nc_g" ]; then rm -rf -- "$_nc_g" 2> /dev/null || :; fi
+			done
 			continue
 		fi
 		rm -rf -- "$_nc_f" 2> /dev/null || :
