@@ -332,3 +332,58 @@ func waitGone(t *testing.T, pid string, within time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestFaultRollbackOnlyWhatChanged (issue 29 item 5): config.toml is
+// immutable (chattr +i). The play's first task creates a drop-in, the
+// second edits config.toml: its write fails naming the task and EPERM.
+// The rollback removes the drop-in the run created and leaves config.toml
+// alone, which the run never changed: it reports no rollback failure and
+// does not claim to have restored config.toml; the node is as before.
+func TestFaultRollbackOnlyWhatChanged(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", NoContainerd: true})
+	n := l.Nodes[0].Name
+	cfg := "/etc/containerd/config.toml"
+	putFile(t, l, n, cfg, "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n  SystemdCgroup = false\n")
+	l.Exec(t, n, "chattr", "+i", cfg)
+	t.Cleanup(func() {
+		// The lab's files are removed after the test; an immutable one
+		// would stay.
+		if out, err := l.TryExec(n, "chattr", "-i", cfg); err != nil {
+			t.Errorf("chattr -i %s: %v\n%s", cfg, err, out)
+		}
+	})
+	before := l.HashTree(t, n)
+	pb := writePlaybook(t, `
+- name: an immutable config
+  hosts: all
+  tasks:
+    - name: a drop-in
+      copy:
+        dest: /etc/containerd/conf.d/50-probe.toml
+        content: "version = 2\n"
+    - name: cgroup driver
+      replace:
+        path: /etc/containerd/config.toml
+        regexp: 'SystemdCgroup = false'
+        replace: 'SystemdCgroup = true'
+`)
+	r, _ := ncBounded(t, 120*time.Second, append([]string{"apply"}, labArgs(l, pb)...)...)
+	wantCode(t, r, 1)
+	if !strings.Contains(r.stdout, `"cgroup driver"`) || !strings.Contains(r.stdout, "Operation not permitted") {
+		t.Errorf("the failure does not name the task and EPERM:\n%s", r)
+	}
+	if strings.Contains(r.stdout, "ROLLBACK FAILED") || strings.Contains(r.stdout, "incomplete") {
+		t.Errorf("the rollback reports a failure although the files are as before:\n%s", r)
+	}
+	if !strings.Contains(r.stdout, "rolled back this host's run: restored /etc/containerd/conf.d/50-probe.toml") {
+		t.Errorf("the rollback does not say it removed the drop-in the run created:\n%s", r)
+	}
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.Contains(l, "rolled back this host's run") && strings.Contains(l, cfg) {
+			t.Errorf("the rollback claims to have restored %s, which the run never changed: %s", cfg, l)
+		}
+	}
+	if d := cmp.Diff(before, l.HashTree(t, n)); d != "" {
+		t.Errorf("the node is not as before (-before +after):\n%s", d)
+	}
+}

@@ -37,7 +37,12 @@ const ManifestName = "MANIFEST"
 // rollbackPrelude (sh/rollback.sh) undoes manifest entries. Every undo is idempotent, so a
 // Rollback that failed part way can simply be run again:
 //   - write/remove of a path that existed: restore the backup atomically
-//     (copy into a fresh directory beside the target, rename over it);
+//     (copy into a fresh directory beside the target, rename over it),
+//     unless the path is a regular file with the backup's content, mode and
+//     owner: then the op did not change it (it failed after its line was
+//     written: a write onto an immutable file), nothing is restored and
+//     nothing is reported, so a rollback restores only what the run changed
+//     and never fails on what it did not;
 //   - write of a path that did not exist: remove it if it is there;
 //   - move: if the source is gone and the destination is there, move it
 //     back; then restore a destination that existed before. A source that

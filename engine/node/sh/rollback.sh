@@ -32,6 +32,20 @@ _nc_restore() {
 	_nc_t=
 	return 1
 }
+# _nc_same LIVE BACKUP: LIVE is a regular file with BACKUP's content,
+# mode and owner, so there is nothing of it to restore. An entry is
+# appended before its op runs; an op that then failed (a write onto an
+# immutable file: EPERM) changed nothing, and restoring it would fail the
+# same way and report a rollback failure that is not true. A rollback
+# restores only what the run changed. Symbolic links, other file types and
+# a node without cmp(1) or stat -c fall back to restoring.
+_nc_same() {
+	[ -f "$1" ] && [ ! -L "$1" ] && [ -f "$2" ] && [ ! -L "$2" ] || return 1
+	_nc_s1=$(stat -c '%a %u %g %s' -- "$1" 2> /dev/null) || return 1
+	_nc_s2=$(stat -c '%a %u %g %s' -- "$2" 2> /dev/null) || return 1
+	[ -n "$_nc_s1" ] && [ "$_nc_s1" = "$_nc_s2" ] || return 1
+	cmp -s -- "$1" "$2" 2> /dev/null
+}
 _nc_undo() {
 	case $1 in
 	write | remove)
@@ -41,6 +55,9 @@ _nc_undo() {
 			if [ ! -e "$_nc_b" ] && [ ! -L "$_nc_b" ]; then
 				echo "$2: the op kept no backup; cannot restore it" >&2
 				return 1
+			fi
+			if _nc_same "$2" "$_nc_b"; then
+				return 0
 			fi
 			_nc_restore "$2" "$_nc_b" || return 1
 			_nc_done "$6" "$2"
@@ -68,6 +85,9 @@ _nc_undo() {
 			if [ -z "$5" ]; then
 				echo "$2: the move replaced it without a backup; cannot restore it" >&2
 				return 1
+			fi
+			if _nc_same "$2" "$5"; then
+				return 0
 			fi
 			_nc_restore "$2" "$5" || return 1
 			_nc_done "$6" "$2"
