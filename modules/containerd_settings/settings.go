@@ -546,6 +546,14 @@ func spellings(t *ctrconf.Tree, path string, exists bool, major int) []int {
 		return []int{2}
 	}
 	switch {
+	case !exists && t.Version == 2:
+		// A new drop-in beside a version 2 main config is spelled as the
+		// main file spells it first: containerd 2.1.5 drops the main
+		// file's CRI values when a version 3 drop-in joins a version 2
+		// main config (Flatcar, Azure Linux 3; issue 28 #4), and every 2.x
+		// migrates a version 2 drop-in as it migrates the main file. The
+		// dumps decide; version 3 is staged second.
+		return []int{2, 3}
 	case !exists:
 		return []int{3}
 	case f == nil:

@@ -337,3 +337,33 @@ func TestPlatformFileRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestV2MainNewDropinOn2x (issue 28 #4): Flatcar's version 2 main config
+// (corpus, with SOURCE) importing conf.d on containerd 2.x. A value no file
+// sets goes into a new drop-in spelled as the main file spells it
+// (version 2), the main file's CRI values stay effective, and a second
+// check plans nothing.
+func TestV2MainNewDropinOn2x(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "e2e", "testdata", "corpus", "flatcar", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newNode(t, labtest.Containerd2, "imports = [\"CONFD/*.toml\"]\n"+string(b), nil)
+	a := n.args("cri.registry.config_path: /etc/containerd/certs.d\ncri.sandbox_image: registry.k8s.io/pause:3.9\n")
+	p, err := n.check(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Files) != 1 || p.Files[0].Path != a.Dropin || p.Files[0].Action != module.Create {
+		t.Fatalf("plan files %+v", p.Files)
+	}
+	body := string(p.Files[0].After)
+	if !strings.Contains(body, "version = 2") || !strings.Contains(body, `"io.containerd.grpc.v1.cri"`) {
+		t.Errorf("the new drop-in is not in the main file's layout:\n%s", body)
+	}
+	n.write(a.Dropin, body)
+	again, err := n.check(a)
+	if err != nil || again.Changed() {
+		t.Fatalf("second check: %v %+v", err, again)
+	}
+}
