@@ -33,20 +33,21 @@ var ansibleFilters = map[string]exec.FilterFunction{
 	"to_nice_yaml": func(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
 		return valueOrErr(in, toYAML(native(in)))
 	},
-	"from_json":  filterFromJSON,
-	"from_yaml":  filterFromYAML,
-	"b64encode":  stringFilter(func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }),
-	"b64decode":  filterB64Decode,
-	"basename":   stringFilter(path.Base),
-	"dirname":    stringFilter(path.Dir),
-	"quote":      stringFilter(shellQuote),
-	"mandatory":  filterMandatory,
-	"ternary":    filterTernary,
-	"dict2items": filterDict2Items,
-	"items2dict": filterItems2Dict,
-	"combine":    filterCombine,
-	"flatten":    filterFlatten,
-	"split":      filterSplit,
+	"from_json":   filterFromJSON,
+	"from_yaml":   filterFromYAML,
+	"b64encode":   stringFilter(func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }),
+	"b64decode":   filterB64Decode,
+	"basename":    stringFilter(path.Base),
+	"dirname":     stringFilter(path.Dir),
+	"quote":       stringFilter(shellQuote),
+	"mandatory":   filterMandatory,
+	"ternary":     filterTernary,
+	"dict2items":  filterDict2Items,
+	"items2dict":  filterItems2Dict,
+	"combine":     filterCombine,
+	"flatten":     filterFlatten,
+	"split":       filterSplit,
+	"subelements": filterSubelements,
 }
 
 // allFilterNames is every name Filters may list.
@@ -423,6 +424,74 @@ func filterFlatten(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		return errValue("flatten needs a list")
 	}
 	return exec.AsValue(flatten(list, levels))
+}
+
+// filterSubelements is Ansible's subelements: for each mapping of the
+// list, one [mapping, item] pair per item of its list under key (a
+// dotted path); a mapping without it is an error unless skip_missing.
+func filterSubelements(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	k := arg(params, 0, "subelement")
+	if k == nil {
+		return errValue("subelements needs the name of the list")
+	}
+	skip := false
+	if s := arg(params, 1, "skip_missing"); s != nil {
+		skip = Truth(native(s))
+	}
+	var elems []any
+	switch x := native(in).(type) {
+	case []any:
+		elems = x
+	case map[string]any:
+		for _, key := range sortedMapKeys(x) {
+			elems = append(elems, x[key])
+		}
+	default:
+		return errValue("subelements needs a list of mappings")
+	}
+	path := strings.Split(k.String(), ".")
+	out := []any{}
+	for _, e := range elems {
+		var cur any = e
+		missing := false
+		for _, p := range path {
+			m, ok := cur.(map[string]any)
+			if !ok {
+				missing = true
+				break
+			}
+			if cur, ok = m[p]; !ok {
+				missing = true
+				break
+			}
+		}
+		if missing {
+			if skip {
+				continue
+			}
+			return errValue("subelements: could not find %q in an element", k.String())
+		}
+		sub, ok := cur.([]any)
+		if !ok {
+			return errValue("subelements: %q of an element is not a list", k.String())
+		}
+		for _, it := range sub {
+			out = append(out, []any{e, it})
+		}
+	}
+	return exec.AsValue(out)
+}
+
+func sortedMapKeys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func flatten(list []any, levels int) []any {

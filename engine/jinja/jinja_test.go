@@ -192,3 +192,20 @@ func TestAttrs(t *testing.T) {
 		t.Errorf("Expr.Attrs = %v", got)
 	}
 }
+
+func TestSubelements(t *testing.T) {
+	tpl, err := Parse(`{{ users | subelements('keys.list') | map('last') | list }} {{ users | subelements('x', skip_missing=True) | length }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tpl.Render(map[string]any{"users": []any{
+		map[string]any{"name": "a", "keys": map[string]any{"list": []any{"k1", "k2"}}},
+		map[string]any{"name": "b", "keys": map[string]any{"list": []any{"k3"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != "['k1', 'k2', 'k3'] 0" {
+		t.Errorf("subelements: %q", out)
+	}
+}

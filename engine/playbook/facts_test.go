@@ -97,3 +97,39 @@ func TestResolve(t *testing.T) {
 		t.Errorf("ResolveAll kept a variable that does not render")
 	}
 }
+
+// TestLoopControlAndOmit: loop_control's loop_var and index_var name the
+// item and its index; an argument that renders to omit is left out.
+func TestLoopControlAndOmit(t *testing.T) {
+	plays, err := loadText(t, `- hosts: all
+  tasks:
+    - name: each
+      copy_t:
+        dest: "/etc/{{ entry.name }}-{{ idx }}"
+        mode: "{{ entry.mode | default(omit) }}"
+      loop: [{name: a, mode: "0600"}, {name: b}]
+      loop_control:
+        loop_var: entry
+        index_var: idx
+        label: "{{ entry.name }}"
+      when: entry.name != 'c'
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := plays[0].Tasks[0].Render(map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	la := a.(*LoopArgs)
+	if len(la.Args) != 2 {
+		t.Fatalf("items: %+v", la)
+	}
+	first, second := la.Args[0].(*copyArgs), la.Args[1].(*copyArgs)
+	if first.Dest != "/etc/a-0" || first.Mode != "0600" || second.Dest != "/etc/b-1" || second.Mode != "0644" {
+		t.Errorf("rendered: %+v, %+v (an omitted mode keeps the module's default)", first, second)
+	}
+	if _, err := loadText(t, "- hosts: all\n  tasks:\n    - noop_t: {}\n      loop: [1]\n      loop_control:\n        loop_vr: x\n"); err == nil || !strings.Contains(err.Error(), `unknown key "loop_vr"`) {
+		t.Errorf("a misspelt loop_control key: %v", err)
+	}
+}

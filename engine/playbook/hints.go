@@ -91,7 +91,6 @@ var taskKeywordHints = map[string]string{
 	"with_nested":        "not supported: use loop over a list of mappings",
 	"with_sequence":      "not supported: use loop over a list",
 	"with_subelements":   "not supported: use loop over a list of mappings",
-	"loop_control":       "not supported: the loop variable is item",
 }
 
 // playKeywordHints maps Ansible play keywords nodeconverge does not run to

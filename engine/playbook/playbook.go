@@ -91,6 +91,8 @@ type Task struct {
 	templates map[string]*jinja.Template
 	// flatten says with_items: nested lists are flattened one level.
 	flatten bool
+	// loopVar and indexVar are loop_control's loop_var and index_var.
+	loopVar, indexVar string
 	// Role is the role the task belongs to (its variables, its files),
 	// nil for a play's own task.
 	Role *Role
@@ -790,6 +792,8 @@ func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool,
 		}
 	case "vars":
 		t.Vars, err = l.vars(val)
+	case "loop_control":
+		err = l.loopControl(t, val)
 	case "loop", "with_items":
 		if t.Loop != nil {
 			return true, nodeErr(l.file, k, "a task has one loop: give loop or with_items, not both")
@@ -802,6 +806,54 @@ func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool,
 		return false, nil
 	}
 	return true, err
+}
+
+// loopControl reads loop_control: loop_var and index_var name the item
+// and its index; label, pause 0 and extended are accepted (label only
+// changes what Ansible prints).
+func (l *loader) loopControl(t *Task, n *yaml.Node) error {
+	v := yamlx.Deref(n)
+	if v == nil || v.Kind != yaml.MappingNode {
+		return nodeErr(l.file, n, "loop_control must be a mapping (loop_var, index_var, label)")
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, x := yamlx.Deref(v.Content[i]), v.Content[i+1]
+		if k == nil {
+			continue
+		}
+		switch k.Value {
+		case "loop_var", "index_var":
+			name, err := l.str(x, "loop_control "+k.Value)
+			if err != nil {
+				return err
+			}
+			if !varNameRe.MatchString(name) {
+				return nodeErr(l.file, x, "loop_control %s: %q is not a variable name", k.Value, name)
+			}
+			if k.Value == "loop_var" {
+				t.loopVar = name
+			} else {
+				t.indexVar = name
+			}
+		case "label":
+			if s := yamlx.Deref(x); s != nil && s.Kind == yaml.ScalarNode && jinja.Has(s.Value) {
+				if _, err := jinja.Parse(s.Value); err != nil {
+					return nodeErr(l.file, x, "loop_control label: %v", err)
+				}
+			}
+		case "extended", "extended_allitems":
+			if _, err := l.boolean(x, "loop_control "+k.Value); err != nil {
+				return err
+			}
+		case "pause":
+			if s := yamlx.Deref(x); s == nil || s.Value != "0" {
+				return nodeErr(l.file, x, "loop_control pause: not supported: nodeconverge does not wait on a timer")
+			}
+		default:
+			return nodeErr(l.file, k, "loop_control: unknown key %q (loop_var, index_var, label, extended)", k.Value)
+		}
+	}
+	return nil
 }
 
 // loop reads loop: a list (whose items may hold templates) or a template

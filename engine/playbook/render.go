@@ -79,8 +79,12 @@ func (t *Task) Render(vars map[string]any) (module.Args, error) {
 	// set_fact in a loop: each item sees the facts the earlier items
 	// set (`x: "{{ x + [item] }}"` accumulates), as in Ansible.
 	var facts map[string]any
-	for _, it := range items {
-		iv := MergeVars(vars, facts, map[string]any{"item": it})
+	for i, it := range items {
+		lv := map[string]any{t.LoopVar(): it}
+		if t.indexVar != "" {
+			lv[t.indexVar] = i
+		}
+		iv := MergeVars(vars, facts, lv)
 		if t.WhenPerItem() {
 			// Ansible decides a loop's when: per item.
 			ok, _, err := Holds(t.When, iv)
@@ -104,15 +108,24 @@ func (t *Task) Render(vars map[string]any) (module.Args, error) {
 	return out, nil
 }
 
+// LoopVar is the name each item of the task's loop is bound to: item,
+// or loop_control's loop_var.
+func (t *Task) LoopVar() string {
+	if t.loopVar != "" {
+		return t.loopVar
+	}
+	return "item"
+}
+
 // WhenPerItem says the task's when: is decided per item of its loop (it
-// reads item), not once per host.
+// reads the loop variable), not once per host.
 func (t *Task) WhenPerItem() bool {
 	if t.Loop == nil {
 		return false
 	}
 	for _, c := range t.When {
 		for _, n := range c.Expr.Names() {
-			if n == "item" {
+			if n == t.LoopVar() {
 				return true
 			}
 		}
@@ -177,13 +190,53 @@ func (t *Task) render(vars map[string]any) (module.Args, error) {
 	}
 	var n *yaml.Node
 	if t.Args != nil {
-		r := &renderer{file: t.Pos.File, vars: vars, templates: t.templates, shellKeys: shellArgs(m), top: yamlx.Deref(t.Args)}
+		rv := vars
+		if _, ok := vars["omit"]; !ok {
+			rv = MergeVars(vars, map[string]any{"omit": OmitToken})
+		}
+		r := &renderer{file: t.Pos.File, vars: rv, templates: t.templates, shellKeys: shellArgs(m), top: yamlx.Deref(t.Args)}
 		var err error
 		if n, err = r.subst(t.Args, 0); err != nil {
 			return nil, err
 		}
+		n = dropOmitted(n, 0)
 	}
 	return t.decode(m, n, vars)
+}
+
+// OmitToken is the value of Ansible's omit: an argument that renders to
+// it is left out, as if the task had not given it (`mode: "{{ m |
+// default(omit) }}"`).
+const OmitToken = "__omit_place_holder__nodeconverge"
+
+// dropOmitted removes the mapping entries and list items whose rendered
+// value is OmitToken.
+func dropOmitted(n *yaml.Node, depth int) *yaml.Node {
+	if n == nil || depth > 100 {
+		return n
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		out := n.Content[:0:0]
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			v := n.Content[i+1]
+			if v.Kind == yaml.ScalarNode && v.Value == OmitToken {
+				continue
+			}
+			out = append(out, n.Content[i], dropOmitted(v, depth+1))
+		}
+		n.Content = out
+	case yaml.SequenceNode:
+		out := n.Content[:0:0]
+		for _, v := range n.Content {
+			if v.Kind == yaml.ScalarNode && v.Value == OmitToken {
+				continue
+			}
+			out = append(out, dropOmitted(v, depth+1))
+		}
+		n.Content = out
+	}
+	return n
 }
 
 // decode decodes arguments (nil: none given) over m's defaults and

@@ -479,6 +479,7 @@ func (l *loader) findRole(name string, at *yaml.Node) (string, error) {
 		}
 		cands = append(cands, filepath.Join(l.playDir, name))
 	}
+	cands = dedupeStrings(cands)
 	for _, c := range cands {
 		if st, err := os.Stat(c); err == nil && st.IsDir() {
 			return c, nil
