@@ -387,3 +387,50 @@ func TestFaultRollbackOnlyWhatChanged(t *testing.T) {
 		t.Errorf("the node is not as before (-before +after):\n%s", d)
 	}
 }
+
+// TestFaultCheckModeWritesNothing (issue 29 item 7): `apply --check` (and
+// explain) on a node whose state directory is empty writes nothing: no
+// file changes under /etc, and the state directory holds only the empty
+// tmp/ directory the scripts make their private directories in (removed
+// as each script ends), as the README says; no memo/ of command outputs.
+func TestFaultCheckModeWritesNothing(t *testing.T) {
+	l := labtest.Start(t, labtest.Options{Nodes: 1})
+	n := l.Nodes[0].Name
+	state := l.NodePath(n, "/var/lib/nodeconverge")
+	// Emptied, not removed: the node sees it through a bind mount.
+	if fresh := entries(t, state); len(fresh) != 0 {
+		for _, e := range fresh {
+			if err := os.RemoveAll(filepath.Join(state, e)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before := l.HashTree(t, n)
+	r, _ := ncBounded(t, 300*time.Second, append([]string{"apply", "--check", "--diff"}, labArgs(l, shippedPlaybook())...)...)
+	if r.code != 0 && r.code != 2 {
+		t.Fatalf("check failed:\n%s", r)
+	}
+	e, _ := ncBounded(t, 300*time.Second, "explain", "-i", l.Inventory, "--known-hosts", l.KnownHosts, "--ssh-config", "/dev/null")
+	if e.code != 0 {
+		t.Fatalf("explain failed:\n%s", e)
+	}
+	if d := cmp.Diff(before, l.HashTree(t, n)); d != "" {
+		t.Errorf("check mode changed the node (-before +after):\n%s", d)
+	}
+	var left []string
+	err := filepath.WalkDir(state, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if rel, _ := filepath.Rel(state, p); rel != "." {
+			left = append(left, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(left, []string{"tmp"}) {
+		t.Errorf("check mode and explain left %q under /var/lib/nodeconverge, want only the empty tmp directory", left)
+	}
+}

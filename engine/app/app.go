@@ -221,7 +221,10 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 		Check: o.Check, Prove: o.Prove, Forks: o.Forks, Limit: o.Limit, ExtraVars: extra, Timeout: o.Timeout,
 		InterruptGrace: o.InterruptGrace, Abort: o.Abort,
 		Dial: o.Dialer(), IsUnreachable: sshconn.IsUnreachable,
-		HostOptions: node.HostOptions{StateDir: o.StateDir},
+		// Check mode keeps no memo on the node: it writes nothing
+		// there but each script's private directory, removed when the
+		// script ends (README, "Check mode").
+		HostOptions: node.HostOptions{StateDir: o.StateDir, NoMemoWrites: o.Check},
 		Observer:    observer(o, out),
 	}
 	if o.Verbose {

@@ -133,7 +133,7 @@ func explainHost(ctx context.Context, dial func(context.Context, *inventory.Host
 			fmt.Fprintf(o.Stdout, "close %s: %s\n", safetext.Name(h.Name), safetext.Line(err.Error()))
 		}
 	}()
-	nh := node.NewHost(c, node.HostOptions{})
+	nh := node.NewHost(c, node.HostOptions{NoMemoWrites: true})
 	r := transport.ReadOnly(nh)
 	ex, err := ctrconf.Explain(ctx, r, o.Config, o.Containerd)
 	if err != nil {

@@ -46,6 +46,12 @@ type HostOptions struct {
 	// KeepBackups is how many runs' backup directories to keep, this run
 	// included. 0 means DefaultKeepBackups.
 	KeepBackups int
+	// NoMemoWrites is for runs that promise to write nothing (check mode,
+	// explain): a Memo command's output already kept under StateDir/memo
+	// is used, but a new one is not kept. Such a run then leaves nothing on
+	// the node but StateDir and its tmp/ directory, each script's private
+	// directory in it removed when the script ends.
+	NoMemoWrites bool
 }
 
 // Stats counts what a Host sent and received, for benchmarks and for
@@ -143,7 +149,7 @@ func (h *Host) run(ctx context.Context, what string, s *script) (*frames, *trans
 	if ec, ok := h.conn.(transport.ExactStdinConn); ok {
 		exact = ec.ExactStdin()
 	}
-	text, stdin, answer, err := s.build(h.opts.StateDir, holder, !exact)
+	text, stdin, answer, err := s.build(h.opts.StateDir, holder, !exact, h.opts.NoMemoWrites)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %s: %w", h.Host(), what, err)
 	}

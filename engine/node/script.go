@@ -206,7 +206,10 @@ func (s *script) cmd(i int, c transport.Cmd, fresh bool) error {
 // life is tied to (HolderConn); 0 lets the node find its sshd. filler
 // guards the data against a shell that reads its script from the same
 // stdin (see ExactStdinConn); the start marker is checked either way.
-func (s *script) build(stateDir string, holder int, filler bool) (text string, stdin []byte, answer string, err error) {
+//
+// noMemo stops Memo commands from keeping their output on the node
+// (HostOptions.NoMemoWrites).
+func (s *script) build(stateDir string, holder int, filler, noMemo bool) (text string, stdin []byte, answer string, err error) {
 	var t strings.Builder
 	t.WriteString(prelude)
 	t.WriteString(scratchPrelude)
@@ -225,6 +228,9 @@ func (s *script) build(stateDir string, holder int, filler bool) (text string, s
 	fmt.Fprintf(&t, "_nc_td=%s\n", transport.ShellQuote(path.Join(stateDir, ScratchDirName)))
 	if holder > 0 {
 		fmt.Fprintf(&t, "_nc_hold=%d\n", holder)
+	}
+	if noMemo {
+		t.WriteString("_nc_nomemo=1\n")
 	}
 	t.WriteString(mainHead)
 	t.WriteString(s.pre.String())

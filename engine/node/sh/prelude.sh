@@ -126,6 +126,8 @@ _nc_memo() {
 		return 0
 	fi
 	_nc_cmd "$_nc_i" /dev/null argv "$@"
+	# A run that writes nothing (check mode, explain) keeps no memo.
+	[ -z "${_nc_nomemo:-}" ] || return 0
 	[ -n "$_nc_mk" ] && [ "$_nc_rc" = 0 ] && [ ! -s "$T/e$_nc_i" ] || return 0
 	for _nc_f in "$_nc_mp".*; do
 		[ ! -e "$_nc_f" ] || { rm -f -- "$_nc_mp".* || return 0; break; }
