@@ -12,7 +12,7 @@ CONTAINERD17 := bin/containerd17
 NVIDIA_CTK := bin/nvidia-ctk
 CRICTL := bin/crictl
 
-.PHONY: deps build test vet fmt-check shellcheck lab-up lab-down demo containerd2 containerd17 nvidia-ctk crictl corpus faults bench clean
+.PHONY: fuzz deps build test vet fmt-check shellcheck lab-up lab-down demo containerd2 containerd17 nvidia-ctk crictl corpus faults bench clean
 
 # Installs (apt) what the demo, the tests and the bench need; does nothing when
 # all of it is present. Every entry point below calls it first.
@@ -40,6 +40,17 @@ test: deps fmt-check vet shellcheck containerd2 containerd17 nvidia-ctk crictl
 	NODECONVERGE_CONTAINERD2="$(CURDIR)/$(CONTAINERD2)" NODECONVERGE_CONTAINERD17="$(CURDIR)/$(CONTAINERD17)" \
 	NODECONVERGE_NVIDIA_CTK="$(CURDIR)/$(NVIDIA_CTK)" NODECONVERGE_CRICTL="$(CURDIR)/$(CRICTL)" \
 		$(GO) test -race -count=1 -timeout 60m -skip '^TestCorpusMatrix$$' ./...
+	$(MAKE) --no-print-directory fuzz
+
+# Go's native fuzzing, for a bounded time each (issue 29): arbitrary bytes in host names, values,
+# node file contents and command output through the human output and the JSON report (no raw
+# control byte on the terminal stream, no line that reads as another host's status or recap line,
+# the JSON valid and exact), and safetext itself. `go test` above runs their seed corpora; a
+# failure found here is written under the package's testdata/fuzz and fails every later run.
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzHumanAndReports$$' -fuzztime $(FUZZTIME) ./engine/report/
+	$(GO) test -run '^$$' -fuzz '^FuzzLine$$' -fuzztime $(FUZZTIME) ./engine/safetext/
 
 containerd2:
 	lab/containerd2/build.sh $(CONTAINERD2)
