@@ -93,6 +93,11 @@ type Task struct {
 	flatten bool
 	// loopVar and indexVar are loop_control's loop_var and index_var.
 	loopVar, indexVar string
+	// Environment is the task's environment: (its play's, its block's or
+	// role's and its own, merged), a mapping of names to values that may
+	// hold templates, or one template that gives the mapping; nil: none.
+	// command and shell run with it (module.Environment).
+	Environment []*yaml.Node
 	// Role is the role the task belongs to (its variables, its files),
 	// nil for a play's own task.
 	Role *Role
@@ -146,6 +151,8 @@ type Play struct {
 	// Subset is the play's gather_subset: which of the set's subsets are
 	// gathered.
 	Subset facts.Subset
+	// environment is the play's environment:, given to every task.
+	environment *yaml.Node
 }
 
 // AllTasks is the play's tasks followed by its handlers.
@@ -153,7 +160,7 @@ func (p *Play) AllTasks() []*Task {
 	return append(append(make([]*Task, 0, len(p.Tasks)+len(p.Handlers)), p.Tasks...), p.Handlers...)
 }
 
-var playKeys = []string{"become", "gather_facts", "gather_subset", "gather_timeout", "handlers", "hosts", "max_fail_percentage", "name", "no_log", "post_tasks", "pre_tasks", "roles", "serial", "tasks", "vars"}
+var playKeys = []string{"become", "environment", "gather_facts", "gather_subset", "gather_timeout", "handlers", "hosts", "max_fail_percentage", "name", "no_log", "post_tasks", "pre_tasks", "roles", "serial", "tasks", "vars"}
 
 var taskKeys = []string{"become", "become_user", "changed_when", "failed_when", "ignore_errors", "name", "no_log", "notify", "register", "tags", "timeout", "vars", "when"}
 
@@ -295,6 +302,9 @@ func (l *loader) play(n *yaml.Node) *Play {
 			p.NoLog, err = l.noLog(val)
 		case "gather_facts":
 			p.GatherFacts, err = l.boolean(val, "gather_facts")
+		case "environment":
+			err = l.checkEnvironment(nil, val)
+			p.environment = val
 		case "gather_subset":
 			subset, _, err = l.stringList(val, "gather_subset", true)
 		case "gather_timeout":
@@ -346,6 +356,12 @@ func (l *loader) play(n *yaml.Node) *Play {
 	playHandlers := l.tasks(handlersNode, true)
 	p.Tasks = append(append(append(pre, roleTasks...), own...), post...)
 	p.Handlers = append(append(roleHandlers, l.extraHandlers...), playHandlers...)
+	if p.environment != nil {
+		for _, t := range p.AllTasks() {
+			t.Environment = append([]*yaml.Node{p.environment}, t.Environment...)
+			l.envNames(t, p.environment)
+		}
+	}
 	l.checkFacts(p)
 	for _, t := range p.AllTasks() {
 		if !l.noLogSet[t] {
@@ -794,6 +810,10 @@ func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool,
 		t.Vars, err = l.vars(val)
 	case "loop_control":
 		err = l.loopControl(t, val)
+	case "environment":
+		if err = l.checkEnvironment(t, val); err == nil {
+			t.Environment = append(t.Environment, val)
+		}
 	case "loop", "with_items":
 		if t.Loop != nil {
 			return true, nodeErr(l.file, k, "a task has one loop: give loop or with_items, not both")
@@ -806,6 +826,62 @@ func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool,
 		return false, nil
 	}
 	return true, err
+}
+
+// checkEnvironment checks an environment: a mapping of variable names to
+// values, or one template that gives one; its templates are parsed and
+// what they read counted as the task's (t nil: a play's, counted per task).
+func (l *loader) checkEnvironment(t *Task, n *yaml.Node) error {
+	v := yamlx.Deref(n)
+	switch {
+	case v != nil && v.Kind == yaml.ScalarNode && jinja.Has(v.Value):
+		if _, err := jinja.Parse(v.Value); err != nil {
+			return nodeErr(l.file, n, "environment: %v", err)
+		}
+	case v != nil && v.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			k := yamlx.Deref(v.Content[i])
+			if k == nil || k.Kind != yaml.ScalarNode || !varNameRe.MatchString(k.Value) {
+				return nodeErr(l.file, v.Content[i], "environment: a variable name is letters, digits and _, got %s", yamlx.KindName(k))
+			}
+			x := yamlx.Deref(v.Content[i+1])
+			if x == nil || x.Kind != yaml.ScalarNode {
+				return nodeErr(l.file, v.Content[i+1], "environment: %s: the value must be a string, got %s", k.Value, yamlx.KindName(x))
+			}
+			if jinja.Has(x.Value) {
+				if _, err := jinja.Parse(x.Value); err != nil {
+					return nodeErr(l.file, x, "environment: %s: %v", k.Value, err)
+				}
+			}
+		}
+	case yamlx.IsNull(v):
+	default:
+		return nodeErr(l.file, n, "environment must be a mapping of names to values, got %s", yamlx.KindName(v))
+	}
+	if t != nil {
+		l.envNames(t, n)
+	}
+	return nil
+}
+
+// envNames records the templates of an environment: as the task's.
+func (l *loader) envNames(t *Task, n *yaml.Node) {
+	var walk func(*yaml.Node, int)
+	walk = func(x *yaml.Node, depth int) {
+		x = yamlx.Deref(x)
+		if x == nil || depth > 20 {
+			return
+		}
+		if x.Kind == yaml.ScalarNode && jinja.Has(x.Value) {
+			if _, err := l.template(t, x.Value); err != nil {
+				l.add(nodeErr(l.file, x, "environment: %v", err))
+			}
+		}
+		for _, c := range x.Content {
+			walk(c, depth+1)
+		}
+	}
+	walk(n, 0)
 }
 
 // loopControl reads loop_control: loop_var and index_var name the item

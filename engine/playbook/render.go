@@ -201,7 +201,49 @@ func (t *Task) render(vars map[string]any) (module.Args, error) {
 		}
 		n = dropOmitted(n, 0)
 	}
-	return t.decode(m, n, vars)
+	args, err := t.decode(m, n, vars)
+	if err != nil || len(t.Environment) == 0 {
+		return args, err
+	}
+	env, err := t.environment(vars)
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := args.(interface{ SetEnvironment(map[string]string) }); ok && len(env) > 0 {
+		e.SetEnvironment(env)
+	}
+	return args, nil
+}
+
+// environment renders the task's environment: on a host: each layer, a
+// mapping or a template that gives one, the later winning per name.
+func (t *Task) environment(vars map[string]any) (map[string]string, error) {
+	out := map[string]string{}
+	for _, layer := range t.Environment {
+		r := &renderer{file: t.Pos.File, vars: vars, templates: t.templates}
+		n, err := r.subst(layer, 0)
+		if err != nil {
+			return nil, err
+		}
+		v, err := yamlx.DecodeValue(n)
+		if err != nil {
+			return nil, nodeErr(t.Pos.File, layer, "environment: %v", err)
+		}
+		if v == nil {
+			continue
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, nodeErr(t.Pos.File, layer, "environment: %s is not a mapping of names to values", jinja.Text(v))
+		}
+		for k, x := range m {
+			if !varNameRe.MatchString(k) {
+				return nil, nodeErr(t.Pos.File, layer, "environment: %q is not a variable name", k)
+			}
+			out[k] = jinja.Text(x)
+		}
+	}
+	return out, nil
 }
 
 // OmitToken is the value of Ansible's omit: an argument that renders to

@@ -65,6 +65,7 @@ type inherit struct {
 	become *bool
 	vars   map[string]any
 	role   *Role
+	env    *yaml.Node
 }
 
 func (in inherit) apply(ts []*Task) {
@@ -84,6 +85,9 @@ func (in inherit) apply(ts []*Task) {
 		}
 		if t.Role == nil {
 			t.Role = in.role
+		}
+		if in.env != nil {
+			t.Environment = append([]*yaml.Node{in.env}, t.Environment...)
 		}
 	}
 }
@@ -108,11 +112,6 @@ func includeKind(v *yaml.Node) (kind string, key *yaml.Node, val *yaml.Node) {
 	}
 	return "", nil, nil
 }
-
-// entryKeys are the keywords an include, an import or a block takes
-// besides its own key.
-var entryKeys = map[string]bool{"name": true, "when": true, "tags": true, "become": true, "vars": true, "no_log": true,
-	"rescue": true, "always": true, "apply": true, "become_user": true, "ignore_errors": true}
 
 // included reads a task that brings others in; nil when it has problems
 // (recorded).
@@ -139,6 +138,9 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 			}
 		case "no_log":
 			_, err = l.noLog(x)
+		case "environment":
+			err = l.checkEnvironment(nil, x)
+			in.env = x
 		case "ignore_errors":
 			err = nodeErr(l.file, k, "ignore_errors on %s: not supported: put it on the tasks", kind)
 		case "become_user":
@@ -207,6 +209,11 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 		l.extraHandlers = append(l.extraHandlers, hs...)
 	}
 	in.apply(out)
+	if in.env != nil {
+		for _, t := range out {
+			l.envNames(t, in.env)
+		}
+	}
 	return out
 }
 
@@ -315,10 +322,6 @@ type roleRef struct {
 	public   bool
 }
 
-// roleEntryKeys are the keywords of a roles: entry; the others are the
-// role's params.
-var roleEntryKeys = map[string]bool{"role": true, "name": true, "when": true, "tags": true, "become": true, "vars": true, "become_user": true}
-
 // roleEntry reads one item of a play's roles: (or a dependency of a
 // role's meta/main.yml).
 func (l *loader) roleEntry(n *yaml.Node) (*roleRef, error) {
@@ -354,6 +357,10 @@ func (l *loader) roleEntry(n *yaml.Node) (*roleRef, error) {
 			var u string
 			if u, err = l.str(x, "become_user"); err == nil && u != "root" {
 				err = nodeErr(l.file, x, "become_user: %q: a task becomes root or no one (nodeconverge runs a host's tasks over one connection)", u)
+			}
+		case "environment":
+			if err = l.checkEnvironment(nil, x); err == nil {
+				ref.in.env = x
 			}
 		case "vars":
 			var m map[string]any
@@ -593,6 +600,11 @@ func (l *loader) role(ref *roleRef, at *yaml.Node) (tasks, handlers []*Task) {
 	// in Ansible (they are the role's parents).
 	tasks = append(tasks, own...)
 	ref.in.apply(tasks)
+	if ref.in.env != nil {
+		for _, t := range tasks {
+			l.envNames(t, ref.in.env)
+		}
+	}
 	return tasks, append(handlers, hs...)
 }
 

@@ -179,3 +179,40 @@ func TestRoleErrorsAtRoleFile(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvironment: a play's, a block's and a task's environment: reach
+// command and shell (the task's winning per name); values are data.
+func TestEnvironment(t *testing.T) {
+	e := newEnv(t, "h1")
+	plays := e.load(`- hosts: all
+  gather_facts: false
+  environment:
+    FROM_PLAY: play
+    WHO: play
+  vars:
+    proxy: "http://proxy:3128; rm -rf /"
+  tasks:
+    - block:
+        - name: shell sees them
+          shell: "echo \"$FROM_PLAY $WHO $HTTP_PROXY\" > {{ dir }}/{{ inventory_hostname }}.env"
+          environment:
+            WHO: task
+        - name: command sees them
+          command:
+            argv: [sh, -c, 'echo "$FROM_PLAY $WHO $HTTP_PROXY" > "$0"', "{{ dir }}/{{ inventory_hostname }}.cmd"]
+      environment:
+        HTTP_PROXY: "{{ proxy }}"
+`)
+	run := e.run(plays, e.options(false))
+	for _, tr := range run.Results {
+		if tr.Status == report.Failed {
+			t.Fatalf("%s: %s", tr.Task, tr.Msg)
+		}
+	}
+	if got, _ := e.read("h1", "env"); got != "play task http://proxy:3128; rm -rf /\n" {
+		t.Errorf("shell: %q", got)
+	}
+	if got, _ := e.read("h1", "cmd"); got != "play play http://proxy:3128; rm -rf /\n" {
+		t.Errorf("command: %q", got)
+	}
+}

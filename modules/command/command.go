@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"nodeconverge/engine/module"
@@ -29,6 +30,31 @@ type Args struct {
 	Creates string   `yaml:"creates"`
 	Removes string   `yaml:"removes"`
 	Chdir   string   `yaml:"chdir"`
+
+	// Env is the task's environment: (SetEnvironment), run through env.
+	Env map[string]string `yaml:"-" json:",omitempty"`
+}
+
+// SetEnvironment gives the command the task's environment: it runs as
+// `env NAME=VALUE... argv`, each word quoted, so a value stays data.
+func (a *Args) SetEnvironment(env map[string]string) { a.Env = env }
+
+// EnvArgv is argv run with env set (`env NAME=VALUE... argv`), names in
+// order; argv itself when env is empty.
+func EnvArgv(env map[string]string, argv []string) []string {
+	if len(env) == 0 {
+		return argv
+	}
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := []string{"env"}
+	for _, k := range names {
+		out = append(out, k+"="+env[k])
+	}
+	return append(out, argv...)
 }
 
 // Validate checks what a type cannot.
@@ -98,7 +124,7 @@ func QuoteArgv(argv []string) string {
 }
 
 func (a *Args) cmd() cmdline {
-	argv := a.argv()
+	argv := EnvArgv(a.Env, a.argv())
 	c := transport.Cmd{Argv: argv}
 	if a.Chdir != "" {
 		// Every word quoted: the shell that changes directory never sees

@@ -11,6 +11,8 @@ package shell
 import (
 	"context"
 	"errors"
+	"sort"
+	"strings"
 
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
@@ -25,7 +27,14 @@ type Args struct {
 	Creates string `yaml:"creates"`
 	Removes string `yaml:"removes"`
 	Chdir   string `yaml:"chdir"`
+
+	// Env is the task's environment: (SetEnvironment), exported first.
+	Env map[string]string `yaml:"-" json:",omitempty"`
 }
+
+// SetEnvironment gives the script the task's environment: each variable
+// exported, its value one quoted word, before the script.
+func (a *Args) SetEnvironment(env map[string]string) { a.Env = env }
 
 // Validate checks what a type cannot.
 func (a *Args) Validate() error {
@@ -51,6 +60,18 @@ func (Module) ShellTemplatedArgs() []string { return []string{"cmd"} }
 func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*module.Plan, error) {
 	a := ma.(*Args)
 	script := a.Cmd
+	if len(a.Env) > 0 {
+		names := make([]string, 0, len(a.Env))
+		for k := range a.Env {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		var b strings.Builder
+		for _, k := range names {
+			b.WriteString("export " + k + "=" + transport.ShellQuote(a.Env[k]) + "\n")
+		}
+		script = b.String() + script
+	}
 	if a.Chdir != "" {
 		script = "cd " + transport.ShellQuote(a.Chdir) + " || exit 1\n" + script
 	}
