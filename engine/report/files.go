@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"nodeconverge/engine/redact"
+	"nodeconverge/engine/safetext"
 )
 
 // SchemaVersion is the version of the JSON report's schema
@@ -187,24 +188,24 @@ func WritePromSince(w io.Writer, r *Run, previous map[string]int64) error {
 	hosts := r.SortedHosts()
 	sort.Strings(hosts)
 	for _, h := range hosts {
-		fmt.Fprintf(&b, "nodeconverge_drift{host=%q} %d\n", h, b2i(r.Recap[h].Changed > 0))
+		fmt.Fprintf(&b, "nodeconverge_drift{host=%s} %d\n", promLabel(h), b2i(r.Recap[h].Changed > 0))
 	}
 	b.WriteString("# HELP nodeconverge_failed 1 when a task failed on the host.\n# TYPE nodeconverge_failed gauge\n")
 	for _, h := range hosts {
-		fmt.Fprintf(&b, "nodeconverge_failed{host=%q} %d\n", h, b2i(r.Recap[h].Failed > 0))
+		fmt.Fprintf(&b, "nodeconverge_failed{host=%s} %d\n", promLabel(h), b2i(r.Recap[h].Failed > 0))
 	}
 	b.WriteString("# HELP nodeconverge_unreachable 1 when the host could not be reached.\n# TYPE nodeconverge_unreachable gauge\n")
 	for _, h := range hosts {
-		fmt.Fprintf(&b, "nodeconverge_unreachable{host=%q} %d\n", h, b2i(r.Recap[h].Unreachable > 0))
+		fmt.Fprintf(&b, "nodeconverge_unreachable{host=%s} %d\n", promLabel(h), b2i(r.Recap[h].Unreachable > 0))
 	}
 	b.WriteString("# HELP nodeconverge_last_success_timestamp_seconds End of the last run in which the host had no failure and no drift.\n# TYPE nodeconverge_last_success_timestamp_seconds gauge\n")
 	for _, h := range hosts {
 		rc := r.Recap[h]
 		switch {
 		case rc.Failed == 0 && rc.Unreachable == 0 && (rc.Changed == 0 || !r.Check):
-			fmt.Fprintf(&b, "nodeconverge_last_success_timestamp_seconds{host=%q} %d\n", h, r.Finished.Unix())
+			fmt.Fprintf(&b, "nodeconverge_last_success_timestamp_seconds{host=%s} %d\n", promLabel(h), r.Finished.Unix())
 		case previous[h] > 0:
-			fmt.Fprintf(&b, "nodeconverge_last_success_timestamp_seconds{host=%q} %d\n", h, previous[h])
+			fmt.Fprintf(&b, "nodeconverge_last_success_timestamp_seconds{host=%s} %d\n", promLabel(h), previous[h])
 		}
 	}
 	writeProofs(&b, r, hosts)
@@ -225,17 +226,27 @@ func writeProofs(b *strings.Builder, r *Run, hosts []string) {
 	b.WriteString("# HELP nodeconverge_runtime_proof 1 for the outcome (status: proved, failed, unproven, skipped) of the run's proof of a runtime handler (kind runtime), of the daemon as a whole (kind daemon) or of a workload, on the host.\n# TYPE nodeconverge_runtime_proof gauge\n")
 	for _, h := range hosts {
 		for _, p := range r.Proofs[h] {
-			fmt.Fprintf(b, "nodeconverge_runtime_proof{host=%q,kind=%q,runtime=%q,status=%q} 1\n", h, p.Kind, p.Name, string(p.Status))
+			fmt.Fprintf(b, "nodeconverge_runtime_proof{host=%s,kind=%s,runtime=%s,status=%s} 1\n", promLabel(h), promLabel(p.Kind), promLabel(p.Name), promLabel(string(p.Status)))
 		}
 	}
 	b.WriteString("# HELP nodeconverge_runtime_proof_seconds How long the proof of a runtime handler took (a pod sandbox started, READY, stopped and removed).\n# TYPE nodeconverge_runtime_proof_seconds gauge\n")
 	for _, h := range hosts {
 		for _, p := range r.Proofs[h] {
 			if p.Kind == "runtime" {
-				fmt.Fprintf(b, "nodeconverge_runtime_proof_seconds{host=%q,runtime=%q} %.3f\n", h, p.Name, p.Duration.Seconds())
+				fmt.Fprintf(b, "nodeconverge_runtime_proof_seconds{host=%s,runtime=%s} %.3f\n", promLabel(h), promLabel(p.Name), p.Duration.Seconds())
 			}
 		}
 	}
+}
+
+// promLabel is a label value as the Prometheus text format writes one: in
+// double quotes, with backslash, double quote and newline escaped (the
+// only escapes it knows: Go's %q wrote \x1b, which makes node_exporter
+// refuse the whole file). A control character (a runtime's name is a
+// node's text) is first shown as a visible escape (safetext.Line), so the
+// file stays valid and holds no raw control byte.
+func promLabel(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(safetext.Line(s)) + `"`
 }
 
 func b2i(b bool) int {

@@ -15,6 +15,7 @@ import (
 
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/redact"
+	"nodeconverge/engine/safetext"
 )
 
 func TestRedactText(t *testing.T) {
@@ -250,5 +251,40 @@ func TestSecretVarValuesMasked(t *testing.T) {
 	var back map[string]any
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
 		t.Fatalf("masked report is not JSON: %v\n%s", err, js.String())
+	}
+}
+
+// A runtime's name is a node's text: with a control character, a quote, a
+// backslash or a bidi override in it the textfile still parses with
+// Prometheus' own parser, holds no raw control byte, and the label shows
+// the character as a visible escape.
+func TestPromHostileLabels(t *testing.T) {
+	r := NewRun("id", true)
+	name := "nv\x1b[2J\"q\\\u202e\nx"
+	r.Add(&TaskResult{Host: "nuc1", Status: OK, Proofs: []module.Proof{{Kind: "runtime", Name: name, Status: module.ProofProved}}})
+	var b bytes.Buffer
+	if err := WriteProm(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range b.String() {
+		if c != '\n' && safetext.Unsafe(c) {
+			t.Fatalf("raw %U in the textfile:\n%q", c, b.String())
+		}
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(&b)
+	if err != nil {
+		t.Fatalf("textfile does not parse: %v\n%s", err, b.String())
+	}
+	var got []string
+	for _, m := range families["nodeconverge_runtime_proof"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "runtime" {
+				got = append(got, l.GetValue())
+			}
+		}
+	}
+	if want := `nv\x1b[2J"q\\u202e\nx`; len(got) != 1 || got[0] != want {
+		t.Errorf("runtime label %q, want %q", got, want)
 	}
 }
