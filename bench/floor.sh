@@ -30,12 +30,13 @@ cat /etc/containerd/config.toml /etc/containerd/conf.d/*.toml /etc/containerd/ce
 # shellcheck disable=SC2016 # expanded on the node
 prove='ep=unix:///run/containerd/containerd.sock
 i=0
-until crictl -r $ep --timeout 10s info >/dev/null 2>&1; do i=$((i + 1)); [ $i -lt 600 ] || exit 1; sleep 0.1; done
+until crictl -r $ep --timeout 10s info >/dev/null 2>&1; do i=$((i + 1)); [ $i -lt 600 ] || { echo "floor: crictl info never answered" >&2; exit 1; }; sleep 0.1; done
 for h in nvidia nvidia-cdi nvidia-legacy runc; do
 	(cfg="{\"metadata\":{\"name\":\"floor-$h\",\"uid\":\"floor-$h\",\"namespace\":\"floor\"},\"linux\":{\"security_context\":{\"namespace_options\":{\"network\":2}}}}"
 	id=$(printf %s "$cfg" | crictl -r $ep --timeout 120s runp --runtime $h /dev/stdin 2>/dev/null) &&
 	[ "$(crictl -r $ep --timeout 60s inspectp -o go-template --template "{{.status.state}}" "$id" 2>/dev/null)" = SANDBOX_READY ] &&
-	crictl -r $ep --timeout 60s stopp "$id" >/dev/null 2>&1 && crictl -r $ep --timeout 60s rmp "$id" >/dev/null 2>&1) &
+	crictl -r $ep --timeout 60s stopp "$id" >/dev/null 2>&1 && crictl -r $ep --timeout 60s rmp "$id" >/dev/null 2>&1 ||
+	{ echo "floor: the proof through $h failed" >&2; exit 1; }) &
 done
 fail=0
 for j in 1 2 3 4; do wait -n || fail=1; done 2>/dev/null
@@ -66,7 +67,7 @@ NCBENCH_EOF
 systemctl restart containerd
 i=0
 until ctr plugins ls | awk '\$1 == \"io.containerd.grpc.v1\" && \$2 == \"cri\" { s = \$NF } END { exit s != \"ok\" }'; do
-	i=\$((i + 1)); [ \$i -lt 300 ]; sleep 0.1
+	i=\$((i + 1)); [ \$i -lt 300 ] || { echo 'floor: the CRI plugin never came up' >&2; exit 1; }; sleep 0.1
 done"
 	# The converge's gate includes the proof by pod since issue 26.
 	script+=$'\n'"bash -c '$prove'"
@@ -77,14 +78,23 @@ done"
 	;;
 esac
 
-pids=()
+# Each node's stderr goes to a file, shown when that node fails (a failure stops the bench).
+errs=$(mktemp -d)
+trap 'rm -rf "$errs"' EXIT
+pids=() names=()
 for na in $LAB_NODE_ADDRS; do
 	ssh -F /dev/null -i "$LAB_KEY" -o UserKnownHostsFile="$LAB_KNOWN_HOSTS" -o StrictHostKeyChecking=yes \
-		-o BatchMode=yes -p "$LAB_PORT" "root@${na#*=}" "$script" >/dev/null 2>&1 &
+		-o BatchMode=yes -p "$LAB_PORT" "root@${na#*=}" "$script" >/dev/null 2>"$errs/${na%%=*}" &
 	pids+=($!)
+	names+=("${na%%=*}")
 done
 fail=0
-for p in "${pids[@]}"; do wait "$p" || fail=$((fail + 1)); done
+for i in "${!pids[@]}"; do
+	wait "${pids[i]}" && continue
+	fail=$((fail + 1))
+	echo "floor.sh: node ${names[i]} failed ($mode); its stderr:" >&2
+	tail -n 20 "$errs/${names[i]}" >&2
+done
 if ((fail)); then
 	echo "floor.sh: $fail of ${#pids[@]} nodes failed ($mode)" >&2
 	exit 1

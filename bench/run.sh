@@ -410,7 +410,7 @@ procs_tsv=$W/procs.tsv
 for k in "${!PROCS[@]}"; do printf '%s\t%s\n' "$k" "${PROCS[$k]}" >>"$procs_tsv"; done
 mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
-ans=$([[ -x $AP ]] && "$AP" --version 2>/dev/null | head -1 || echo none)
+ans=$([[ -x $AP ]] && "$AP" --version 2>/dev/null | sed -n 1p || echo none)
 machine="$(nproc) cores ($cpu), $mem, Linux $(uname -r)"
 versions="$(go version 2>/dev/null | cut -d' ' -f3) · $ans · containerd $(containerd --version | cut -d' ' -f3) · $(ssh -V 2>&1 | cut -d, -f1) · nodeconverge $NC_REV at start (binary sha256 $NC_SHA)"
 /usr/bin/python3 "$here/table.py" "$TSV" "$procs_tsv" "$N" "$RUNS" "$SERIAL" "${SCALE:+scale}" "$machine" "$versions" "$(date -u +%F)" "$FORKS" "$SMALL" "$PROOFS" >"$OUT"
