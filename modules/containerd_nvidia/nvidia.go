@@ -591,6 +591,9 @@ func (a *Args) targetCandidates(e *edit, tree *ctrconf.Tree, base *ctrconf.Effec
 		}
 		if a.State == "present" && fileVer != 0 && l != 1 && min(fileVer, 3) != l && !(v3Named && l == 3) {
 			cand = nvidiatoml.SetVersion(cand, l)
+			if l == 3 && fileVer == 2 {
+				cand = carryToV3(cand)
+			}
 		}
 		e.cands = append(e.cands, cand)
 		e.layouts = append(e.layouts, l)

@@ -102,3 +102,16 @@ func (f *File) effectiveKeys(daemonMajor int) map[string]string {
 func (f *File) EffectiveKeys(daemonMajor int) map[string]string {
 	return f.effectiveKeys(daemonMajor)
 }
+
+// MigratedKey is migratedKey for modules that convert a file's layout:
+// the key (and value text) containerd 2.x shows for key written with
+// value in a file of config version fileVersion; ok is false when the
+// daemon keeps the name or drops the key.
+func MigratedKey(key, value string, fileVersion, daemonMajor int) (string, string, bool) {
+	return migratedKey(key, value, fileVersion, daemonMajor)
+}
+
+// CRIServerKey reports whether a top-level key of a version 2 file's CRI
+// table stays in io.containerd.grpc.v1.cri on 2.x (the CRI server's own
+// settings) rather than moving to the images or runtime plugin.
+func CRIServerKey(name string) bool { return slices.Contains(serverKeys, name) }
