@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path"
 	"regexp"
 	"sort"
@@ -644,4 +645,69 @@ func compareVersions(a, b string) int {
 		}
 	}
 	return 0
+}
+
+// lookup is Ansible's lookup() for the plugins that need nothing but the
+// controller and the variables: env (the controller's environment, ""
+// when unset, as Ansible) and vars (a variable by a name computed in the
+// template, with default=). Several terms give their values joined by
+// commas, as Ansible's lookup does (wantlist=True gives the list).
+func lookup(e *exec.Evaluator, params *exec.VarArgs) (any, error) {
+	vals, err := lookupValues(e, params)
+	if err != nil {
+		return nil, err
+	}
+	if w, ok := params.KwArgs["wantlist"]; ok && Truth(native(w)) {
+		return vals, nil
+	}
+	if len(vals) == 1 {
+		return vals[0], nil
+	}
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		parts[i] = Text(v)
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// query is Ansible's query() (and q()): lookup's values as a list.
+func query(e *exec.Evaluator, params *exec.VarArgs) (any, error) {
+	return lookupValues(e, params)
+}
+
+func lookupValues(e *exec.Evaluator, params *exec.VarArgs) ([]any, error) {
+	if len(params.Args) == 0 {
+		return nil, fmt.Errorf("lookup needs a plugin name")
+	}
+	plugin := params.Args[0].String()
+	terms := params.Args[1:]
+	out := []any{}
+	switch plugin {
+	case "env", "ansible.builtin.env":
+		for _, t := range terms {
+			v, ok := os.LookupEnv(t.String())
+			if !ok {
+				if d, has := params.KwArgs["default"]; has {
+					out = append(out, native(d))
+					continue
+				}
+			}
+			out = append(out, v)
+		}
+	case "vars", "ansible.builtin.vars":
+		for _, t := range terms {
+			v, ok := e.Environment.Context.Get(t.String())
+			if !ok {
+				if d, has := params.KwArgs["default"]; has {
+					out = append(out, native(d))
+					continue
+				}
+				return nil, fmt.Errorf("lookup('vars'): No variable found with this name: %s", t.String())
+			}
+			out = append(out, native(exec.ToValue(v)))
+		}
+	default:
+		return nil, fmt.Errorf("lookup plugin %q is not supported (env and vars are)", plugin)
+	}
+	return out, nil
 }

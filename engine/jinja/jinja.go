@@ -67,7 +67,8 @@ func environment() *exec.Environment {
 		// Update adds a set's entries over the others: an Ansible filter
 		// or test of the same name as a built-in replaces it.
 		env = &exec.Environment{
-			Context: exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables),
+			Context: exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables).
+				Update(exec.NewContext(map[string]any{"lookup": lookup, "query": query, "q": query})),
 			Filters: exec.NewFilterSet(map[string]exec.FilterFunction{}).
 				Update(builtins.Filters).Update(exec.NewFilterSet(ansibleFilters)),
 			Tests: exec.NewTestSet(map[string]exec.TestFunction{}).

@@ -209,3 +209,34 @@ func TestSubelements(t *testing.T) {
 		t.Errorf("subelements: %q", out)
 	}
 }
+
+func TestLookup(t *testing.T) {
+	t.Setenv("NC_LOOKUP_TEST", "from env")
+	for src, want := range map[string]string{
+		`{{ lookup('env', 'NC_LOOKUP_TEST') }}`:                   "from env",
+		`{{ lookup('env', 'NC_LOOKUP_UNSET') }}|`:                 "|",
+		`{{ lookup('ansible.builtin.env', 'NC_LOOKUP_TEST') }}`:   "from env",
+		`{{ lookup('vars', 'pre' ~ '_x') }}`:                      "value",
+		`{{ lookup('vars', 'nope', default='d') }}`:               "d",
+		`{{ query('vars', 'pre_x', 'other') | length }}`:          "2",
+		`{{ lookup('env', 'NC_LOOKUP_TEST', 'NC_LOOKUP_TEST') }}`: "from env,from env",
+	} {
+		tpl, err := Parse(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		got, err := tpl.Render(map[string]any{"pre_x": "value", "other": 1})
+		if err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", src, got, err, want)
+		}
+	}
+	for _, src := range []string{`{{ lookup('vars', 'nope') }}`, `{{ lookup('pipe', 'id') }}`} {
+		tpl, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tpl.Render(map[string]any{}); err == nil {
+			t.Errorf("%s rendered", src)
+		}
+	}
+}
