@@ -17,6 +17,8 @@ import (
 // is edited after planning. Applying the plan refuses that node, naming
 // the file, and writes nothing there; a drop-in added to conf.d after
 // planning refuses another node the same way; the other nodes are applied.
+// (The play rolls one node at a time and stops at a refused node, so each
+// is applied on its own, with -l.)
 func TestFaultSavedPlanReadFileEdited(t *testing.T) {
 	l := labtest.Start(t, labtest.Options{Nodes: 4, Scenario: "incident", NoContainerd: true})
 	planFile := filepath.Join(t.TempDir(), "plan.json")
@@ -42,11 +44,13 @@ func TestFaultSavedPlanReadFileEdited(t *testing.T) {
 	}
 	before := map[string]map[string]string{edited: l.HashTree(t, edited), added: l.HashTree(t, added)}
 
-	r = nc(t, append([]string{"apply"}, labArgs(l, planFile)...)...)
+	r = nc(t, append([]string{"apply", "-l", edited}, labArgs(l, planFile)...)...)
 	wantCode(t, r, 1)
 	if !strings.Contains(r.stdout, "failed: ["+edited+"]") || !strings.Contains(r.stdout, "/etc/containerd/config.toml changed since the plan was made") {
 		t.Fatalf("the node whose read-only config was edited must be refused with the reason:\n%s", r)
 	}
+	r = nc(t, append([]string{"apply", "-l", added}, labArgs(l, planFile)...)...)
+	wantCode(t, r, 1)
 	if !strings.Contains(r.stdout, "failed: ["+added+"]") || !strings.Contains(r.stdout, "/etc/containerd/conf.d/*.toml changed since the plan was made") {
 		t.Fatalf("the node with a drop-in added must be refused with the reason:\n%s", r)
 	}
@@ -55,6 +59,8 @@ func TestFaultSavedPlanReadFileEdited(t *testing.T) {
 			t.Errorf("refused node %s was changed:\n%s", n, d)
 		}
 	}
+	r = nc(t, append([]string{"apply", "-l", "nuc1,omen"}, labArgs(l, planFile)...)...)
+	wantCode(t, r, 0)
 	for _, n := range []string{"nuc1", "omen"} {
 		if strings.Contains(r.stdout, "failed: ["+n+"]") {
 			t.Errorf("%s was refused though nothing of it changed:\n%s", n, r)

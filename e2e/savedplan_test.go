@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -11,9 +12,13 @@ import (
 	"nodeconverge/lab/labtest"
 )
 
-// TestSavedPlan: a plan saved by check mode is applied later exactly; a node
-// whose drop-in someone edited in between is refused (nothing written on
-// it) and the others are applied and converge.
+// TestSavedPlan: a plan saved by check mode is applied later exactly, by
+// the play's batches (serial 1, max_fail_percentage 0): a node whose
+// drop-in someone edited in between is refused (nothing written on it),
+// which stops the rolling play there as a failed node does: the nodes
+// before it are applied and converge, those after it are not attempted
+// and untouched, and a later apply of the same plan limited to them
+// converges them.
 func TestSavedPlan(t *testing.T) {
 	l := labtest.Start(t, labtest.Options{Nodes: 4, Scenario: "incident"})
 	planFile := filepath.Join(t.TempDir(), "plan.json")
@@ -41,6 +46,12 @@ func TestSavedPlan(t *testing.T) {
 	}
 	before := l.HashTree(t, edited)
 
+	later := []string{"omen", "omen2"}
+	laterBefore := map[string]map[string]string{}
+	for _, n := range later {
+		laterBefore[n] = l.HashTree(t, n)
+	}
+
 	r = nc(t, append([]string{"apply"}, labArgs(l, planFile)...)...)
 	wantCode(t, r, 1)
 	if !strings.Contains(r.stdout, "failed: ["+edited+"]") || !strings.Contains(r.stdout, "zz-labhub-registry.toml changed since the plan was made") {
@@ -49,13 +60,30 @@ func TestSavedPlan(t *testing.T) {
 	if d := cmp.Diff(before, l.HashTree(t, edited)); d != "" {
 		t.Fatalf("refused node was changed:\n%s", d)
 	}
-	for _, n := range []string{"nuc1", "omen", "omen2"} {
+	applied := func(n string) {
+		t.Helper()
 		if _, err := os.Stat(l.NodePath(n, "/etc/containerd/conf.d.disabled/zz-labhub-registry.toml")); err != nil {
 			t.Errorf("%s: plan not applied: %v", n, err)
 		}
 		if st := strings.TrimSpace(l.Exec(t, n, "sh", "-c", "systemctl is-active containerd || true")); st != "active" {
 			t.Errorf("%s: containerd %s after the saved plan's handler", n, st)
 		}
+	}
+	applied("nuc1")
+	for _, n := range later {
+		if !strings.Contains(r.stdout, n) || !regexp.MustCompile(`(?m)^`+n+` +:.*not attempted: play "GPU containerd runtimes" stopped in batch 2`).MatchString(r.stdout) {
+			t.Errorf("%s: the recap does not say it was not attempted:\n%s", n, r)
+		}
+		if d := cmp.Diff(laterBefore[n], l.HashTree(t, n)); d != "" {
+			t.Errorf("%s was changed after the play stopped:\n%s", n, d)
+		}
+	}
+
+	// The same plan still holds for the nodes the stopped play left alone.
+	r = nc(t, append([]string{"apply", "-l", strings.Join(later, ",")}, labArgs(l, planFile)...)...)
+	wantCode(t, r, 0)
+	for _, n := range later {
+		applied(n)
 	}
 	// The applied nodes are converged: a fresh check finds nothing there.
 	r = nc(t, append([]string{"apply", "--check", "-l", "all:!" + edited}, labArgs(l, shippedPlaybook())...)...)

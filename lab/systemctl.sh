@@ -99,6 +99,9 @@ state() {
 }
 
 now() { date +%s; }
+# stamp is the time of a line the stand-in logs, to the nanosecond: tests order restarts across nodes
+# by it (a rolling restart's next node stops only after the previous one answers).
+stamp() { date +%Y-%m-%dT%H:%M:%S.%N%:z; }
 
 # booted: the daemon says it serves (the line containerd logs where a systemd unit of Type=notify would
 # get READY=1), in the part of the log this start wrote. Cheap: no Go binary is started per poll, so
@@ -149,7 +152,7 @@ do_start() {
 	/*) if [ -x "$bin-shim-runc-v2" ]; then ln -sf "$bin-shim-runc-v2" "$shim"; else rm -f "$shim"; fi ;;
 	*) rm -f "$shim" ;;
 	esac
-	printf '%s lab systemctl: starting %s --config /etc/containerd/config.toml\n' "$(date -Is)" "$bin" >>"$LOG"
+	printf '%s lab systemctl: starting %s --config /etc/containerd/config.toml\n' "$(stamp)" "$bin" >>"$LOG"
 	# Every fd of the daemon is redirected: an inherited pipe would keep the caller's SSH session open
 	# until containerd exits.
 	log_off=$(wc -c <"$LOG")
@@ -170,6 +173,7 @@ do_start() {
 		fi
 		if booted && ping_daemon; then
 			import_image
+			printf '%s lab systemctl: containerd (pid %s) answers\n' "$(stamp)" "$p" >>"$LOG"
 			return 0
 		fi
 		if [ "$(now)" -ge "$end" ]; then
@@ -188,7 +192,7 @@ do_stop() {
 		rm -f "$PIDFILE"
 		return 0
 	fi
-	printf '%s lab systemctl: stopping containerd (pid %s)\n' "$(date -Is)" "$p" >>"$LOG"
+	printf '%s lab systemctl: stopping containerd (pid %s)\n' "$(stamp)" "$p" >>"$LOG"
 	kill -TERM "$p" 2>/dev/null
 	end=$(($(now) + STOP_DEADLINE))
 	while alive "$p"; do

@@ -115,7 +115,8 @@ its service started again (at most 30s each); a second signal cuts it short at o
 The recap says what state each host was left in.
 
 With --check --out PLAN.json the plan is saved; "apply -i INVENTORY PLAN.json" later
-applies exactly that plan and refuses any host whose files changed since.`,
+applies exactly that plan, by the plays' serial batches, max_fail_percentage and
+handlers as a live apply, and refuses any host whose files changed since.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Playbooks = args

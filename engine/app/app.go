@@ -264,15 +264,6 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 		byBook[pb] = ps
 		plays = append(plays, ps...)
 	}
-	if o.Out != "" {
-		for _, p := range plays {
-			for _, t := range p.AllTasks() {
-				if t.Loop != nil {
-					return report.ExitFailed, fmt.Errorf("%s: --out: task %q has a loop, whose plan cannot be saved yet; run it without --out", t.Pos, t.Name)
-				}
-			}
-		}
-	}
 	if o.SyntaxCheck || o.ListHosts || o.ListTasks {
 		if err := list(out, o, inv, byBook); err != nil {
 			return report.ExitFailed, err
@@ -286,19 +277,25 @@ func Apply(ctx context.Context, o ApplyOptions) (int, error) {
 	if err := reps.start(&ropts, o.Out != ""); err != nil {
 		return report.ExitFailed, err
 	}
+	if o.Out != "" {
+		// The plan saved is the hosts' plans, as the run made them.
+		run, sp, err := runner.Plan(ctx, inv, plays, o.Playbooks, ropts)
+		if run == nil {
+			return report.ExitFailed, reps.abandon(err)
+		}
+		if err == nil {
+			err = sp.Write(o.Out)
+		}
+		if err != nil {
+			code, ferr := reps.finish(run, out)
+			fmt.Fprintln(out, "ERROR:", safetext.Indent(err.Error(), "  "))
+			return max(code, report.ExitFailed), ferr
+		}
+		return reps.finish(run, out)
+	}
 	run, err := runner.Run(ctx, inv, plays, ropts)
 	if err != nil {
 		return report.ExitFailed, reps.abandon(err)
-	}
-	if o.Out != "" {
-		sp, err := savedplan.FromRun(run, o.Playbooks)
-		if err != nil {
-			return report.ExitFailed, err
-		}
-		if err := sp.Write(o.Out); err != nil {
-			fmt.Fprintln(out, "ERROR:", safetext.Indent(err.Error(), "  "))
-			return report.ExitFailed, nil
-		}
 	}
 	return reps.finish(run, out)
 }

@@ -150,37 +150,14 @@ type Run struct {
 	// the Prometheus textfile is made from them. Not part of the JSON
 	// report (each result carries its own).
 	Proofs map[string][]module.Proof `json:"-"`
-	// Reads are, per host of a check-mode run, the fingerprints of what
-	// the plan was made from, for a saved plan to verify; not part of the
-	// JSON report.
-	Reads map[string]*Reads `json:"-"`
-
 	// sealed are the hosts whose reports Seal handed out.
 	sealed map[string]bool
 	mu     sync.Mutex
 }
 
-// Reads fingerprint everything a host's plan was made from.
-type Reads struct {
-	// Files maps each path the plan read to the SHA-256 of its content
-	// then: "" for a path that did not exist, ReadDir for a directory.
-	Files map[string]string
-	// Globs maps each pattern the plan expanded to its matches then.
-	Globs map[string][]string
-}
-
-// ReadDir is the fingerprint of a path that was a directory.
+// ReadDir is the fingerprint of a path that was a directory (a saved
+// plan's reads).
 const ReadDir = "directory"
-
-// SetReads records what host's plan was read from.
-func (r *Run) SetReads(host string, rd *Reads) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.Reads == nil {
-		r.Reads = map[string]*Reads{}
-	}
-	r.Reads[host] = rd
-}
 
 // NewRun starts an empty run.
 func NewRun(id string, check bool) *Run {

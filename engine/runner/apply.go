@@ -36,10 +36,18 @@ type step struct {
 	plan *module.Plan
 }
 
-// planFailure is a task whose Check failed while planning a host.
+// planFailure is a task whose Check failed while planning a host, or,
+// without a task, a host that could not be planned: unreachable, or a
+// saved plan's host refused (name is then the result's task).
 type planFailure struct {
 	task *playbook.Task
 	err  error
+	// name, refused and noLog word a failure without a task: the
+	// result's task, whether nothing was written, and whether its
+	// message may quote no_log arguments.
+	name    string
+	refused bool
+	noLog   bool
 }
 
 // planFrom plans the play's tasks from index from on, each on the files as
@@ -78,7 +86,7 @@ func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, f
 		delete(s.planErrs, t)
 		m, ok := lookup(t)
 		if !ok {
-			return &planFailure{t, fmt.Errorf("module %q is not registered", t.Module)}
+			return &planFailure{task: t, err: fmt.Errorf("module %q is not registered", t.Module)}
 		}
 		if readsRegistered(t, unknown) {
 			later(t)
@@ -115,7 +123,7 @@ func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, f
 				}
 				continue
 			}
-			return &planFailure{t, err}
+			return &planFailure{task: t, err: err}
 		}
 		s.plans[t] = pl
 		if pl.Skip == "" && pl.Changed() {

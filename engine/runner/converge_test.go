@@ -174,13 +174,9 @@ func TestSavedPlanRelativeSrc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := e.run(plays, e.options(true))
+	check, sp := e.plan(plays, []string{pb})
 	if code := check.ExitCode(); code != report.ExitDrift {
 		t.Fatalf("check exit code %d", code)
-	}
-	sp, err := savedplan.FromRun(check, []string{pb})
-	if err != nil {
-		t.Fatal(err)
 	}
 	planFile := filepath.Join(t.TempDir(), "plan.json")
 	if err := sp.Write(planFile); err != nil {
@@ -210,11 +206,7 @@ func TestSavedPlanRollsBack(t *testing.T) {
 	e.write("h1", "conf", "old\n")
 	plays := e.load("- hosts: all\n  tasks:\n" + copyTask("change", "conf", "new\\n") +
 		"    - name: fails\n      shell:\n        cmd: \"exit 3\"\n")
-	check := e.run(plays, e.options(true))
-	sp, err := savedplan.FromRun(check, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, sp := e.plan(plays, nil)
 	if n := len(sp.Hosts[0].Steps); n != 2 {
 		t.Fatalf("saved %d steps, want the copy and the command", n)
 	}
@@ -267,11 +259,7 @@ func TestSavedPlanChecksWhatItRead(t *testing.T) {
 	e.write("h2", "conf", "old\n")
 	plays := e.load("- hosts: all\n  tasks:\n" + copyTask("change", "conf", "new\\n") +
 		"    - name: once\n      command:\n        cmd: \"touch {{ dir }}/{{ inventory_hostname }}.ran\"\n        creates: \"{{ dir }}/{{ inventory_hostname }}.marker\"\n")
-	check := e.run(plays, e.options(true))
-	sp, err := savedplan.FromRun(check, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, sp := e.plan(plays, nil)
 	// Read, never written by the plan: the marker appears after planning.
 	e.write("h1", "marker", "made after the plan\n")
 	run, err := runner.ApplySaved(context.Background(), e.inv, sp, e.options(false))
@@ -324,5 +312,132 @@ func TestQueuedWriteFailsAtTheEnd(t *testing.T) {
 	}
 	if run.ExitCode() != report.ExitFailed {
 		t.Errorf("exit code %d", run.ExitCode())
+	}
+}
+
+// TestSavedPlanGoesInBatches (issue 27): a saved plan is applied by the
+// play's batch loop: with serial 1 each host's tasks and its handler run
+// before the next host is touched, and when a host's handler fails (under
+// max_fail_percentage 0) that host is rolled back and the hosts of the
+// later batches are not attempted, as in a live apply.
+func TestSavedPlanGoesInBatches(t *testing.T) {
+	e := newEnv(t, "h1", "h2", "h3")
+	plays := e.load("- hosts: all\n  serial: 1\n  max_fail_percentage: 0\n  tasks:\n" + task("one", "t1") + "      notify: restart\n" +
+		"  handlers:\n    - name: restart\n      test_restart_fail:\n        fail_on: h2\n")
+	_, sp := e.plan(plays, nil)
+	if len(sp.Plays) != 1 || sp.Plays[0].SerialCount != 1 || sp.Plays[0].MaxFailPercentage == nil {
+		t.Fatalf("saved plays %+v, want the play with its serial and max_fail_percentage", sp.Plays)
+	}
+	e.p.log = nil
+	run, err := runner.ApplySaved(context.Background(), e.inv, sp, e.options(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied []string
+	for _, l := range e.p.entries() {
+		if strings.HasPrefix(l, "apply ") {
+			applied = append(applied, l)
+		}
+	}
+	want := []string{"apply " + e.path("h1", "t1") + " h1", "apply restart h1", "apply " + e.path("h2", "t1") + " h2", "apply restart h2"}
+	if !slices.Equal(applied, want) {
+		t.Fatalf("applied %q, want one host at a time, stopping after h2's failed handler: %q", applied, want)
+	}
+	// (The test's hosts share one state directory, so h2's rollback
+	// restores h1's file too: h1 is judged by its results.)
+	rs := results(t, run)
+	if tr := rs["restart h1"]; tr == nil || tr.Status != report.Changed {
+		t.Errorf("restart h1 = %+v, want the first host's handler run", tr)
+	}
+	if tr := rs["restart h2"]; tr == nil || tr.Status != report.Failed || !strings.Contains(tr.Msg, "rolled back this host's run") {
+		t.Errorf("restart h2 = %+v, want it failed and rolled back", tr)
+	}
+	if _, ok := e.read("h2", "t1"); ok {
+		t.Error("h2.t1 still there: the failed handler's host was not rolled back")
+	}
+	if _, ok := e.read("h3", "t1"); ok {
+		t.Error("h3 was written after the play stopped")
+	}
+	if why := run.NotAttempted["h3"]; !strings.Contains(why, "stopped in batch 2") {
+		t.Errorf("h3 not attempted because %q, want the play stopped in batch 2", why)
+	}
+	if run.ExitCode() != report.ExitFailed {
+		t.Errorf("exit code %d", run.ExitCode())
+	}
+}
+
+// TestSavedPlanLoopAndHandler (issue 27): a plan with a loop task and a
+// handler is saved, written, loaded and applied (every item, then the
+// handler); a plan whose loop's file changed on a host since is refused
+// there, nothing written, and applied on the other host.
+func TestSavedPlanLoopAndHandler(t *testing.T) {
+	e := newEnv(t, "h1", "h2")
+	e.write("h1", "a", "old\n")
+	e.write("h2", "a", "old\n")
+	plays := e.load(`- hosts: all
+  tasks:
+    - name: many
+      copy:
+        dest: "{{ dir }}/{{ inventory_hostname }}.{{ item }}"
+        content: "{{ item }} new\n"
+      loop: [a, b]
+      notify: restart
+  handlers:
+    - name: restart
+      test_restart: {}
+`)
+	save := func() *savedplan.Plan {
+		_, sp := e.plan(plays, nil)
+		f := filepath.Join(t.TempDir(), "plan.json")
+		if err := sp.Write(f); err != nil {
+			t.Fatal(err)
+		}
+		loaded, err := savedplan.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loaded
+	}
+	run, err := runner.ApplySaved(context.Background(), e.inv, save(), e.options(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := results(t, run)
+	for _, h := range []string{"h1", "h2"} {
+		if tr := rs["many "+h]; tr == nil || tr.Status != report.Changed {
+			t.Errorf("many %s = %+v, want changed and re-checked", h, tr)
+		}
+		if tr := rs["restart "+h]; tr == nil || tr.Status != report.Changed {
+			t.Errorf("restart %s = %+v, want the handler run", h, tr)
+		}
+		for _, it := range []string{"a", "b"} {
+			if got, _ := e.read(h, it); got != it+" new\n" {
+				t.Errorf("%s.%s = %q", h, it, got)
+			}
+		}
+	}
+	if run.ExitCode() != report.ExitOK {
+		t.Fatalf("exit code %d", run.ExitCode())
+	}
+
+	// A changed host is refused.
+	e.write("h1", "a", "old\n")
+	e.write("h2", "a", "old\n")
+	sp := save()
+	e.write("h1", "b", "edited after the plan\n")
+	run, err = runner.ApplySaved(context.Background(), e.inv, sp, e.options(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs = results(t, run)
+	if tr := rs["verify fingerprints h1"]; tr == nil || tr.Status != report.Failed || !tr.Refused ||
+		!strings.Contains(tr.Msg, e.path("h1", "b")+" changed since the plan was made") {
+		t.Fatalf("verify fingerprints h1 = %+v, want h1 refused naming its changed file", tr)
+	}
+	if got, _ := e.read("h1", "a"); got != "old\n" {
+		t.Errorf("h1.a = %q: the refused host was written", got)
+	}
+	if got, _ := e.read("h2", "a"); got != "a new\n" {
+		t.Errorf("h2.a = %q: the other host was not applied", got)
 	}
 }

@@ -92,6 +92,9 @@ func (r *runner) prove(ctx context.Context, p *playbook.Play, active []*hostStat
 					}
 				})
 			}
+			if r.save != nil {
+				r.save.result(p, t, tr)
+			}
 			tr.Duration = time.Since(start)
 			results[i] = tr
 			r.run.Add(tr)

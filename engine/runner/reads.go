@@ -61,18 +61,19 @@ func (rr *readRecorder) Query(ctx context.Context, q transport.Query) (*transpor
 	return snap, nil
 }
 
-// reads returns a copy of what was recorded.
-func (rr *readRecorder) reads() *report.Reads {
+// reads returns a copy of what was recorded: each path's fingerprint,
+// each glob's matches.
+func (rr *readRecorder) reads() (map[string]string, map[string][]string) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
-	out := &report.Reads{Files: make(map[string]string, len(rr.files)), Globs: make(map[string][]string, len(rr.globs))}
+	files, globs := make(map[string]string, len(rr.files)), make(map[string][]string, len(rr.globs))
 	for p, h := range rr.files {
-		out.Files[p] = h
+		files[p] = h
 	}
 	for g, m := range rr.globs {
-		out.Globs[g] = append([]string{}, m...)
+		globs[g] = append([]string{}, m...)
 	}
-	return out
+	return files, globs
 }
 
 // fingerprint is what a saved plan compares for one path: the content's

@@ -183,6 +183,9 @@ type hostState struct {
 	planErrs map[*playbook.Task]error
 	// judged says runStep already judged the current task's result.
 	judged bool
+	// verified says a saved plan's fingerprints were proved on the host
+	// (planSaved).
+	verified bool
 }
 
 type runner struct {
@@ -212,6 +215,12 @@ type runner struct {
 	// left is, per retired host, the state an interruption would find it
 	// in (its hostState is gone by then).
 	left map[string]string
+	// order is the order a check takes the hosts in (checkOrder).
+	order []*inventory.Host
+	// save collects the plan of a check run that saves it (Plan); saved
+	// is the plan a saved-plan run applies (ApplySaved).
+	save  *saver
+	saved *savedRun
 }
 
 // playTally is a play's failures so far in a check run, over every group
@@ -357,6 +366,16 @@ func flatErr(m *multierror.Error) error {
 // Run executes the plays and returns what happened. It returns an error only
 // when the run could not start (bad input); task failures are in the Run.
 func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, o Options) (*report.Run, error) {
+	r, err := prepare(ctx, inv, plays, o)
+	if err != nil {
+		return nil, err
+	}
+	return r.walk(ctx, plays), nil
+}
+
+// prepare selects each play's hosts and renders every task for them
+// (preflight): a runner ready to walk the plays, or the input's errors.
+func prepare(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, o Options) (*runner, error) {
 	o.setDefaults()
 	o.magic = magicVars(inv)
 	targets, err := targetsOf(inv, plays, o)
@@ -379,7 +398,14 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 		return nil, err
 	}
 	r := newRunner(ctx, inv, o, o.Check)
-	r.targets, r.later, r.undecided = targets, later, undecided
+	r.later, r.undecided, r.order = later, undecided, order
+	r.setPlays(plays, targets)
+	return r, nil
+}
+
+// setPlays records the plays the run walks and their hosts.
+func (r *runner) setPlays(plays []*playbook.Play, targets map[*playbook.Play][]*inventory.Host) {
+	r.targets = targets
 	for _, p := range plays {
 		for _, t := range p.AllTasks() {
 			r.playOf[t] = p
@@ -389,16 +415,23 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 		}
 		r.tally[p] = &playTally{size: len(targets[p])}
 	}
+}
+
+// walk is the one batch loop's driver, for live runs and saved plans
+// alike: the plays in order (a check in groups of hosts, checkInGroups),
+// then each host's interrupted state, the locks released and connections
+// closed, and the run handed to the observer.
+func (r *runner) walk(ctx context.Context, plays []*playbook.Play) *report.Run {
 	work, release := r.workContext(ctx)
 	defer release()
-	if o.Check {
-		r.checkInGroups(work, plays, order)
+	if r.o.Check {
+		r.checkInGroups(work, plays, r.order)
 	} else {
 		for _, p := range plays {
 			if r.stopped() {
 				break
 			}
-			r.play(work, p, targets[p])
+			r.play(work, p, r.targets[p])
 		}
 	}
 	r.recordInterrupted()
@@ -406,10 +439,10 @@ func Run(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, 
 	// them finds is in the recap and in the reports alike.
 	r.closeAll()
 	r.run.Finished = time.Now().UTC()
-	if o.Observer != nil {
-		o.Observer.Done(r.run)
+	if r.o.Observer != nil {
+		r.o.Observer.Done(r.run)
 	}
-	return r.run, nil
+	return r.run
 }
 
 // newRunner is a runner with nothing run yet.
@@ -532,8 +565,9 @@ func (r *runner) retire(names []string) {
 		if s == nil {
 			continue
 		}
-		if r.o.Check && s.reads != nil && !r.o.Drop {
-			r.run.SetReads(name, s.reads.reads())
+		if r.save != nil && s.reads != nil {
+			files, globs := s.reads.reads()
+			r.save.reads(name, files, globs)
 		}
 		r.closeHost(s)
 		r.left[name] = r.hostLeft(s)
@@ -863,6 +897,10 @@ func (r *runner) planBatch(ctx context.Context, p *playbook.Play, active []*host
 				switch {
 				case f.task == nil:
 					r.checkErr(tr, f.err)
+					if f.name != "" {
+						// A saved plan's refusal: no task's.
+						tr.Task, tr.Module, tr.Args, tr.Notify, tr.NoLog = f.name, "", nil, nil, f.noLog
+					}
 				case s.wrote:
 					r.planFailed(tr, f, "this play wrote nothing on this host:")
 				default:
@@ -871,7 +909,7 @@ func (r *runner) planBatch(ctx context.Context, p *playbook.Play, active []*host
 				// Planned before the play's first write on the host: a
 				// refusal, whatever an earlier play wrote (its rollback
 				// says so).
-				tr.Refused = f.task != nil && tr.Status == report.Failed
+				tr.Refused = (f.task != nil || f.refused) && tr.Status == report.Failed
 				// An earlier play of this run may have written.
 				r.rollback(ctx, s, tr)
 			}
@@ -944,6 +982,9 @@ func (r *runner) notAttempted(p *playbook.Play, hosts []*inventory.Host, rest []
 // planHost connects to the host and plans the whole play there. A failure
 // to reach or read the host comes back without a task.
 func (r *runner) planHost(ctx context.Context, s *hostState, p *playbook.Play, become *bool) *planFailure {
+	if r.saved != nil {
+		return r.planSaved(ctx, s, p, become)
+	}
 	if _, err := r.connect(ctx, s, become); err != nil {
 		return &planFailure{err: err}
 	}
@@ -1100,6 +1141,9 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 				s.drained = tr
 			}
 		}
+		if r.save != nil {
+			r.save.result(p, t, tr)
+		}
 		tr.Duration = time.Since(start)
 		results[i] = tr
 		r.run.Add(tr)
@@ -1187,6 +1231,17 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 	}
 	tr.BaseDir = baseDir(t)
 	var plan *module.Plan
+	if t.Handler && r.saved != nil {
+		// A saved plan's handler runs as it was planned.
+		st, err := r.savedHandler(s, t)
+		if err != nil {
+			tr.Status, tr.Msg = report.Failed, err.Error()
+			r.rollback(ctx, s, tr)
+			return
+		}
+		r.runStep(ctx, s, tr, st)
+		return
+	}
 	if t.Handler {
 		// Handlers are planned when they are owed, on the node as the
 		// batch left it.
@@ -1201,7 +1256,9 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostStat
 		}
 	} else {
 		p := r.playOf[t]
-		if s.replan {
+		// A saved plan is not planned again: each step proves its files
+		// are what it was planned from before it writes (runStep).
+		if s.replan && r.saved == nil {
 			s.replan = false
 			if f := r.planFrom(ctx, s, p, taskIndex(p, t)); f != nil {
 				r.planFailed(tr, f, fmt.Sprintf("planned again after %s ran, on the node as it is now:", quoteList(s.ran)))
@@ -1332,6 +1389,12 @@ func (r *runner) prefetch(ctx context.Context, s *hostState, t *playbook.Task) e
 			return err
 		}
 	}
+	return r.readPending(ctx, s)
+}
+
+// readPending reads, once per host, the handlers earlier runs owe there
+// (answered by the read ahead, which reads their directory).
+func (r *runner) readPending(ctx context.Context, s *hostState) error {
 	if s.pending == nil {
 		pending, err := s.h.Pending(ctx)
 		if err != nil {

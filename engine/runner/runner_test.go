@@ -20,6 +20,7 @@ import (
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/report"
 	"nodeconverge/engine/runner"
+	"nodeconverge/engine/savedplan"
 	"nodeconverge/engine/transport"
 	"nodeconverge/engine/transport/localconn"
 	_ "nodeconverge/modules/copy"
@@ -323,6 +324,16 @@ func (e *env) run(plays []*playbook.Play, o runner.Options) *report.Run {
 		e.t.Fatal("a test module's gate timed out")
 	}
 	return run
+}
+
+// plan is a check run that saves its plan (apply --check --out).
+func (e *env) plan(plays []*playbook.Play, playbooks []string) (*report.Run, *savedplan.Plan) {
+	e.t.Helper()
+	run, sp, err := runner.Plan(context.Background(), e.inv, plays, playbooks, e.options(true))
+	if err != nil {
+		e.t.Fatalf("plan: %v", err)
+	}
+	return run, sp
 }
 
 // path is the per-host file a test_file task writes.

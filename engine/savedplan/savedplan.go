@@ -19,7 +19,6 @@ import (
 
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/redact"
-	"nodeconverge/engine/report"
 )
 
 // Format identifies a saved plan file.
@@ -27,17 +26,51 @@ const Format = "nodeconverge-plan"
 
 // Version is the saved plan format's version. Version 2 fingerprints
 // every file the plan read, not only those it writes; a version 1 plan
-// cannot prove the rest and is refused.
-const Version = 2
+// cannot prove the rest and is refused. Version 3 carries the plays (their
+// order, hosts, serial, max_fail_percentage, tasks and handlers), so that
+// a saved plan is applied by the same batch loop as a live run, and loops;
+// a version 2 plan knows no batches and is refused.
+const Version = 3
 
 // Plan is a saved plan.
 type Plan struct {
-	Format    string     `json:"format"`
-	Version   int        `json:"version"`
-	RunID     string     `json:"run_id"`
-	Created   time.Time  `json:"created"`
-	Playbooks []string   `json:"playbooks"`
-	Hosts     []HostPlan `json:"hosts"`
+	Format    string    `json:"format"`
+	Version   int       `json:"version"`
+	RunID     string    `json:"run_id"`
+	Created   time.Time `json:"created"`
+	Playbooks []string  `json:"playbooks"`
+	// Plays are the plays the plan was made from, in order: applying the
+	// plan walks them as a live run walks the playbook.
+	Plays []Play     `json:"plays"`
+	Hosts []HostPlan `json:"hosts"`
+}
+
+// Play is what the batch loop needs of a play to apply its saved steps as
+// a live run applies its tasks: its hosts in order (as the planning run
+// selected them), its batches and failure limit, its connection's become,
+// and its tasks and handlers (a host's steps name them by index).
+type Play struct {
+	Name              string   `json:"name"`
+	Hosts             []string `json:"hosts"`
+	SerialCount       int      `json:"serial,omitempty"`
+	SerialPercent     float64  `json:"serial_percent,omitempty"`
+	MaxFailPercentage *float64 `json:"max_fail_percentage,omitempty"`
+	Become            *bool    `json:"become,omitempty"`
+	Tasks             []Task   `json:"tasks"`
+	Handlers          []Task   `json:"handlers,omitempty"`
+}
+
+// Task is one task or handler of a saved play.
+type Task struct {
+	Name   string   `json:"name"`
+	Module string   `json:"module"`
+	Notify []string `json:"notify,omitempty"`
+	NoLog  bool     `json:"no_log,omitempty"`
+	// Loop says the task runs its module once per item: its steps carry
+	// their items' plans.
+	Loop bool `json:"loop,omitempty"`
+	// Timeout is the task's own `timeout:`; zero is the run's.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // HostPlan is one host's steps, in the order they run.
@@ -59,10 +92,14 @@ type HostPlan struct {
 
 // Step is one task (or handler) with its plan.
 type Step struct {
-	Play    string `json:"play"`
-	Task    string `json:"task"`
-	Module  string `json:"module"`
-	Handler bool   `json:"handler,omitempty"`
+	// PlayIndex and TaskIndex name the step's task in Plan.Plays: the
+	// play's Tasks, or its Handlers for a handler.
+	PlayIndex int    `json:"play_index"`
+	TaskIndex int    `json:"task_index"`
+	Play      string `json:"play"`
+	Task      string `json:"task"`
+	Module    string `json:"module"`
+	Handler   bool   `json:"handler,omitempty"`
 	// NoLog is the task's `no_log: true`: applying the plan shows the
 	// step's status only, and the file shows none of its plan's text.
 	NoLog   bool            `json:"no_log,omitempty"`
@@ -76,6 +113,17 @@ type Step struct {
 	// Contents holds Before and After of Plan.Files, index for index;
 	// the plan's own JSON leaves contents out.
 	Contents []Content `json:"contents"`
+	// Items, ItemValues and ItemArgs are a loop's: each item's plan, the
+	// items, and each item's arguments for the re-check.
+	Items      []Item            `json:"items,omitempty"`
+	ItemValues []any             `json:"item_values,omitempty"`
+	ItemArgs   []json.RawMessage `json:"item_args,omitempty"`
+}
+
+// Item is one item of a loop step: its plan and the contents it writes.
+type Item struct {
+	Plan     module.Plan `json:"plan"`
+	Contents []Content   `json:"contents"`
 }
 
 // Content is one file change's bytes.
@@ -84,55 +132,38 @@ type Content struct {
 	After  []byte `json:"after,omitempty"`
 }
 
-// FromRun builds a saved plan from a check-mode run: every step whose plan
-// changes something, including commands and handlers check mode did not
-// run.
-func FromRun(r *report.Run, playbooks []string) (*Plan, error) {
-	if !r.Check {
-		return nil, fmt.Errorf("a saved plan comes from a check-mode run")
+// New is an empty plan of a check run, to which the runner adds the plays
+// and each host's plan as the run makes them.
+func New(runID string, playbooks []string) *Plan {
+	return &Plan{Format: Format, Version: Version, RunID: runID, Created: time.Now().UTC(), Playbooks: playbooks}
+}
+
+// SetPlan puts a host's planned change into the step: the plan as the file
+// keeps it (displayed), the contents it writes, and for a loop every item's
+// plan and arguments.
+func (st *Step) SetPlan(p *module.Plan, items []json.RawMessage) {
+	st.Plan, st.Contents = displayed(*p, st.NoLog), contentsOf(p)
+	// A loop's items travel in the step's own fields (the plan's JSON
+	// leaves them out).
+	st.Plan.Items, st.Plan.ItemValues = nil, nil
+	st.Items, st.ItemValues, st.ItemArgs = nil, nil, nil
+	if p.ItemValues == nil {
+		return
 	}
-	if len(r.Interrupted) > 0 {
-		// Hosts stopped part way have plans for only some of their
-		// tasks: applying one would converge them part way.
-		return nil, fmt.Errorf("the check run was interrupted: its plan is incomplete and was not saved")
+	st.ItemValues = append([]any{}, p.ItemValues...)
+	for _, sub := range p.Items {
+		st.Items = append(st.Items, Item{Plan: displayed(*sub, st.NoLog), Contents: contentsOf(sub)})
 	}
-	sp := &Plan{Format: Format, Version: Version, RunID: r.ID, Created: time.Now().UTC(), Playbooks: playbooks}
-	byHost := map[string]*HostPlan{}
-	for _, h := range r.SortedHosts() {
-		sp.Hosts = append(sp.Hosts, HostPlan{Host: h})
+	st.ItemArgs = items
+}
+
+// contentsOf are a plan's file contents, index for index.
+func contentsOf(p *module.Plan) []Content {
+	var out []Content
+	for _, f := range p.Files {
+		out = append(out, Content{Before: f.Before, After: f.After})
 	}
-	for i := range sp.Hosts {
-		hp := &sp.Hosts[i]
-		byHost[hp.Host] = hp
-		if rd := r.Reads[hp.Host]; rd != nil {
-			hp.Reads, hp.Listings = rd.Files, rd.Globs
-		}
-	}
-	for _, tr := range r.Results {
-		hp := byHost[tr.Host]
-		if hp == nil {
-			continue
-		}
-		switch tr.Status {
-		case report.Failed, report.Unreachable:
-			hp.Failed = fmt.Sprintf("task %q: %s", tr.Task, redact.Text(tr.Shown().Msg))
-			continue
-		}
-		if tr.Plan == nil || !tr.Plan.Changed() {
-			continue
-		}
-		args, err := json.Marshal(tr.Args)
-		if err != nil {
-			return nil, fmt.Errorf("save args of %q on %s: %w", tr.Task, tr.Host, err)
-		}
-		st := Step{Play: tr.Play, Task: tr.Task, Module: tr.Module, Handler: tr.Handler, NoLog: tr.NoLog, Notify: tr.Notify,
-			Because: tr.Because, Args: args, BaseDir: tr.BaseDir, Plan: displayed(*tr.Plan, tr.NoLog)}
-		for _, f := range tr.Plan.Files {
-			st.Contents = append(st.Contents, Content{Before: f.Before, After: f.After})
-		}
-		hp.Steps = append(hp.Steps, st)
-	}
-	return sp, nil
+	return out
 }
 
 // displayed is p with the parts that are only ever shown (commands as
@@ -233,21 +264,44 @@ func Load(path string) (*Plan, error) {
 		return nil, fmt.Errorf("%s: not a saved plan: %w", path, err)
 	}
 	if p.Format != Format || p.Version != Version {
-		return nil, fmt.Errorf("%s: format %q version %d; this nodeconverge reads %q version %d", path, p.Format, p.Version, Format, Version)
+		return nil, fmt.Errorf("%s: format %q version %d; this nodeconverge reads %q version %d: make a new plan (apply --check --out)", path, p.Format, p.Version, Format, Version)
 	}
 	for hi := range p.Hosts {
 		for si := range p.Hosts[hi].Steps {
 			st := &p.Hosts[hi].Steps[si]
-			if len(st.Contents) != len(st.Plan.Files) {
-				return nil, fmt.Errorf("%s: host %s step %q: %d contents for %d files", path, p.Hosts[hi].Host, st.Task, len(st.Contents), len(st.Plan.Files))
+			if err := restore(&st.Plan, st.Contents); err != nil {
+				return nil, fmt.Errorf("%s: host %s step %q: %w", path, p.Hosts[hi].Host, st.Task, err)
 			}
-			for i := range st.Plan.Files {
-				st.Plan.Files[i].Before = st.Contents[i].Before
-				st.Plan.Files[i].After = st.Contents[i].After
+			for ii := range st.Items {
+				if err := restore(&st.Items[ii].Plan, st.Items[ii].Contents); err != nil {
+					return nil, fmt.Errorf("%s: host %s step %q item %d: %w", path, p.Hosts[hi].Host, st.Task, ii+1, err)
+				}
+			}
+			if st.PlayIndex < 0 || st.PlayIndex >= len(p.Plays) {
+				return nil, fmt.Errorf("%s: host %s step %q: play %d of %d", path, p.Hosts[hi].Host, st.Task, st.PlayIndex, len(p.Plays))
+			}
+			pl := p.Plays[st.PlayIndex]
+			n := len(pl.Tasks)
+			if st.Handler {
+				n = len(pl.Handlers)
+			}
+			if st.TaskIndex < 0 || st.TaskIndex >= n {
+				return nil, fmt.Errorf("%s: host %s step %q: task %d of play %q's %d", path, p.Hosts[hi].Host, st.Task, st.TaskIndex, pl.Name, n)
 			}
 		}
 	}
 	return &p, nil
+}
+
+// restore puts contents back into a plan's files.
+func restore(p *module.Plan, cs []Content) error {
+	if len(cs) != len(p.Files) {
+		return fmt.Errorf("%d contents for %d files", len(cs), len(p.Files))
+	}
+	for i := range p.Files {
+		p.Files[i].Before, p.Files[i].After = cs[i].Before, cs[i].After
+	}
+	return nil
 }
 
 // Fingerprints returns, for every path the host's steps touch and every

@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"nodeconverge/engine/module"
-	"nodeconverge/engine/report"
 	"nodeconverge/engine/savedplan"
 )
 
@@ -25,44 +24,35 @@ func change(a module.Action, path, from string, before, after []byte) module.Fil
 	return module.FileChange{Action: a, Path: path, From: from, Before: before, After: after, BeforeHash: module.Hash(before), AfterHash: module.Hash(after)}
 }
 
-// checkRun is a check-mode run over two hosts: n1 plans two steps and a
-// handler, n2 fails planning.
-func checkRun() *report.Run {
-	r := report.NewRun("20260101T000000Z-abcd", true)
+// samplePlan is a saved plan over two hosts of one play: n1 plans two
+// steps (one a loop of two items) and a handler, n2 failed planning.
+func samplePlan() *savedplan.Plan {
+	sp := savedplan.New("20260101T000000Z-abcd", []string{"site.yaml"})
+	sp.Plays = []savedplan.Play{{Name: "p", Hosts: []string{"n1", "n2"}, SerialCount: 1,
+		Tasks:    []savedplan.Task{{Name: "write", Module: "copy", Notify: []string{"restart"}}, {Name: "lines", Module: "lineinfile", Loop: true}},
+		Handlers: []savedplan.Task{{Name: "restart", Module: "containerd_restart"}}}}
 	// Not valid UTF-8 and with a NUL: contents must survive JSON exactly.
 	binary := []byte{0xff, 0x00, 0xfe, '\n'}
-	r.Touch("n1")
-	r.Touch("n2")
-	r.Add(&report.TaskResult{Play: "p", Task: "write", Module: "copy", Host: "n1", Status: report.Changed,
-		Args: args{Dest: "/etc/a"}, Notify: []string{"restart"},
-		Plan: &module.Plan{Files: []module.FileChange{
-			change(module.Update, "/etc/a", "", []byte("old a\n"), binary),
-			change(module.Create, "/etc/b", "", nil, []byte("b\n")),
-		}}})
-	r.Add(&report.TaskResult{Play: "p", Task: "same", Module: "copy", Host: "n1", Status: report.OK, Plan: &module.Plan{}})
-	r.Add(&report.TaskResult{Play: "p", Task: "restart", Module: "containerd_restart", Host: "n1", Status: report.Skipped, Handler: true,
-		Because: []string{`"write" changed /etc/a`}, Plan: &module.Plan{Restart: []string{"containerd"}}})
-	r.Add(&report.TaskResult{Play: "p", Task: "write", Module: "copy", Host: "n2", Status: report.Failed, Msg: "validate failed"})
-	return r
+	write := savedplan.Step{Play: "p", Task: "write", Module: "copy", Notify: []string{"restart"}, Args: json.RawMessage(`{"dest":"/etc/a"}`)}
+	write.SetPlan(&module.Plan{Files: []module.FileChange{
+		change(module.Update, "/etc/a", "", []byte("old a\n"), binary),
+		change(module.Create, "/etc/b", "", nil, []byte("b\n")),
+	}}, nil)
+	one := &module.Plan{Files: []module.FileChange{change(module.Update, "/etc/c", "", []byte("c\n"), []byte("c\nx\n"))}}
+	two := &module.Plan{Files: []module.FileChange{change(module.Update, "/etc/c", "", []byte("c\nx\n"), []byte("c\nx\ny\n"))}}
+	lines := savedplan.Step{Play: "p", TaskIndex: 1, Task: "lines", Module: "lineinfile", Args: json.RawMessage(`{"items":["x","y"]}`)}
+	lines.SetPlan(&module.Plan{Files: append(append([]module.FileChange{}, one.Files...), two.Files...), Items: []*module.Plan{one, two}, ItemValues: []any{"x", "y"}},
+		[]json.RawMessage{json.RawMessage(`{"line":"x"}`), json.RawMessage(`{"line":"y"}`)})
+	restart := savedplan.Step{Play: "p", Task: "restart", Module: "containerd_restart", Handler: true, Because: []string{`"write" changed /etc/a`}}
+	restart.SetPlan(&module.Plan{Restart: []string{"containerd"}}, nil)
+	sp.Hosts = []savedplan.HostPlan{{Host: "n1", Steps: []savedplan.Step{write, lines, restart}}, {Host: "n2", Failed: `task "write": validate failed`}}
+	return sp
 }
 
 func TestRoundTripKeepsContents(t *testing.T) {
-	sp, err := savedplan.FromRun(checkRun(), []string{"site.yaml"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(sp.Hosts) != 2 || sp.Hosts[0].Host != "n1" || sp.Hosts[1].Host != "n2" {
-		t.Fatalf("hosts = %+v", sp.Hosts)
-	}
-	n1, n2 := sp.Hosts[0], sp.Hosts[1]
-	if len(n1.Steps) != 2 || n1.Steps[0].Task != "write" || !n1.Steps[1].Handler {
-		t.Fatalf("n1 steps = %+v, want the write and the handler (the ok task has no step)", n1.Steps)
-	}
-	if !strings.Contains(n2.Failed, "validate failed") || len(n2.Steps) != 0 {
-		t.Errorf("n2 = %+v, want failed with no steps", n2)
-	}
-	if string(n1.Steps[0].Args) != `{"dest":"/etc/a"}` {
-		t.Errorf("args = %s", n1.Steps[0].Args)
+	sp := samplePlan()
+	if c := sp.Hosts[0].Steps[0].Contents; len(c) != 2 || string(c[0].Before) != "old a\n" {
+		t.Fatalf("SetPlan kept contents %+v", c)
 	}
 
 	path := filepath.Join(t.TempDir(), "plan.json")
@@ -92,11 +82,9 @@ func TestRoundTripKeepsContents(t *testing.T) {
 	if f := got.Hosts[0].Steps[0].Plan.Files[0]; !bytes.Equal(f.After, []byte{0xff, 0x00, 0xfe, '\n'}) || string(f.Before) != "old a\n" {
 		t.Errorf("contents after load: before %q after %q", f.Before, f.After)
 	}
-}
-
-func TestFromRunRefusesAnApplyRun(t *testing.T) {
-	if _, err := savedplan.FromRun(report.NewRun("x", false), nil); err == nil {
-		t.Error("FromRun accepted an apply run")
+	// A loop's items keep their own contents, for the loop's Apply.
+	if it := got.Hosts[0].Steps[1].Items; len(it) != 2 || string(it[1].Plan.Files[0].After) != "c\nx\ny\n" || string(it[1].Plan.Files[0].Before) != "c\nx\n" {
+		t.Errorf("loop items after load: %+v", it)
 	}
 }
 
@@ -132,16 +120,23 @@ func TestFingerprintsFirstStepSpeaks(t *testing.T) {
 
 func TestLoadRefuses(t *testing.T) {
 	dir := t.TempDir()
-	good, err := savedplan.FromRun(checkRun(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	good := samplePlan()
 	for name, edit := range map[string]func(m map[string]any){
 		"wrong format":  func(m map[string]any) { m["format"] = "terraform-plan" },
 		"wrong version": func(m map[string]any) { m["version"] = savedplan.Version + 1 },
 		"contents missing": func(m map[string]any) {
 			step := m["hosts"].([]any)[0].(map[string]any)["steps"].([]any)[0].(map[string]any)
 			step["contents"] = step["contents"].([]any)[:1]
+		},
+		"item contents missing": func(m map[string]any) {
+			item := m["hosts"].([]any)[0].(map[string]any)["steps"].([]any)[1].(map[string]any)["items"].([]any)[0].(map[string]any)
+			item["contents"] = []any{}
+		},
+		"a step of no task": func(m map[string]any) {
+			m["hosts"].([]any)[0].(map[string]any)["steps"].([]any)[1].(map[string]any)["task_index"] = 2
+		},
+		"a step of no play": func(m map[string]any) {
+			m["hosts"].([]any)[0].(map[string]any)["steps"].([]any)[0].(map[string]any)["play_index"] = 1
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -179,10 +174,7 @@ func TestLoadRefuses(t *testing.T) {
 }
 
 func TestWriteIsOwnerOnly(t *testing.T) {
-	sp, err := savedplan.FromRun(checkRun(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sp := samplePlan()
 	dir := t.TempDir()
 	fresh := filepath.Join(dir, "fresh.json")
 	// An earlier, world-readable file at the path must not keep its mode:
@@ -212,20 +204,12 @@ func TestWriteIsOwnerOnly(t *testing.T) {
 }
 
 // TestNoLogStepShowsNothing: a no_log step keeps in the file what applying
-// needs (contents, data, arguments) and none of what is only shown; a
-// host whose no_log task failed planning does not have its message saved.
+// needs (contents, data, arguments) and none of what is only shown.
 func TestNoLogStepShowsNothing(t *testing.T) {
 	const secret = "S3cr3t-saved"
-	r := report.NewRun("20260101T000000Z-abcd", true)
-	r.Add(&report.TaskResult{Play: "p", Task: "login", Module: "command", Host: "n1", Status: report.Skipped, NoLog: true,
-		Plan: &module.Plan{Commands: []string{"login --pw " + secret}, Notes: []string{secret}, Data: []byte(`{"argv":["login","--pw","` + secret + `"]}`),
-			Evidence: []module.Evidence{{What: "w", Command: "c " + secret, Output: secret}}}})
-	r.Add(&report.TaskResult{Play: "p", Task: "login", Module: "command", Host: "n2", Status: report.Failed, NoLog: true, Msg: "failed: " + secret})
-	sp, err := savedplan.FromRun(r, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := sp.Hosts[0].Steps[0]
+	st := savedplan.Step{Play: "p", Task: "login", Module: "command", NoLog: true}
+	st.SetPlan(&module.Plan{Commands: []string{"login --pw " + secret}, Notes: []string{secret}, Data: []byte(`{"argv":["login","--pw","` + secret + `"]}`),
+		Evidence: []module.Evidence{{What: "w", Command: "c " + secret, Output: secret}}}, nil)
 	if !st.NoLog || len(st.Plan.Commands) != 1 || !strings.Contains(string(st.Plan.Data), secret) {
 		t.Fatalf("the step lost what applying needs: %+v", st)
 	}
@@ -234,17 +218,7 @@ func TestNoLogStepShowsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), secret) || strings.Contains(sp.Hosts[1].Failed, secret) {
-		t.Fatalf("the saved plan shows a no_log step's secret outside its data:\n%s\n%s", b, sp.Hosts[1].Failed)
-	}
-}
-
-// TestInterruptedRunIsNotSaved: a check run stopped by a signal planned
-// some hosts part way; its plan is refused, not saved incomplete.
-func TestInterruptedRunIsNotSaved(t *testing.T) {
-	r := checkRun()
-	r.Interrupt("n1", "nothing in flight; left as its last finished task left it")
-	if _, err := savedplan.FromRun(r, nil); err == nil || !strings.Contains(err.Error(), "interrupted") {
-		t.Fatalf("FromRun of an interrupted run = %v, want a refusal", err)
+	if strings.Contains(string(b), secret) {
+		t.Fatalf("the saved plan shows a no_log step's secret outside its data:\n%s", b)
 	}
 }
