@@ -53,7 +53,7 @@ type planFailure struct {
 // planFrom plans the play's tasks from index from on, each on the files as
 // the earlier ones would leave them, and keeps the plans on s. It stops at
 // the first task whose Check fails.
-func (r *runner) planFrom(ctx context.Context, s *hostState, p *playbook.Play, from int) *planFailure {
+func (r *runner) planFrom(ctx context.Context, s *hostRun, p *playbook.Play, from int) *planFailure {
 	at(ctx, s, "plan the play")
 	ov := overlay.New(transport.ReadOnly(s.h))
 	if s.plans == nil {
@@ -176,7 +176,7 @@ func baseDir(t *playbook.Task) string {
 // runStep is the one apply path: it performs a planned step on the host
 // and proves it converged, and rolls the host's run back when the step
 // fails after the run has written to the host.
-func (r *runner) runStep(ctx context.Context, s *hostState, tr *report.TaskResult, st step) {
+func (r *runner) runStep(ctx context.Context, s *hostRun, tr *report.TaskResult, st step) {
 	r.applyStep(ctx, s, tr, st)
 	if p := r.playOf[st.task]; p != nil {
 		// changed_when/failed_when decide before a failure rolls back.
@@ -195,7 +195,7 @@ func (r *runner) runStep(ctx context.Context, s *hostState, tr *report.TaskResul
 	}
 }
 
-func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskResult, st step) {
+func (r *runner) applyStep(ctx context.Context, s *hostRun, tr *report.TaskResult, st step) {
 	t, plan := st.task, st.plan
 	tr.Plan = plan
 	m, ok := lookup(t)
@@ -232,7 +232,8 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 		r.checkErr(tr, err)
 		return
 	}
-	s.wrote, s.playWrote = true, true
+	s.wrote = true
+	s.enter(phaseApply)
 	switch {
 	case len(plan.Commands) > 0 && t.NoLog:
 		at(ctx, s, "apply: run the command of a no_log task")
@@ -327,7 +328,7 @@ func (r *runner) applyStep(ctx context.Context, s *hostState, tr *report.TaskRes
 // lock's release (NodeLock.Release), in the round trip that ends the run on
 // the host, not in one of its own; without a lock (none is taken in check
 // mode, which runs no handler) it is removed now.
-func (r *runner) clearPending(ctx context.Context, s *hostState, handler string) error {
+func (r *runner) clearPending(ctx context.Context, s *hostRun, handler string) error {
 	if s.lock == nil {
 		if _, err := s.h.Apply(ctx, []transport.Op{node.ClearPendingOp(s.h.StateDir(), handler)}); err != nil {
 			return fmt.Errorf("clear pending %q: %w", handler, err)
@@ -435,7 +436,7 @@ func matchList(m []string) string {
 // (Rollback never touches the state directory); a handler that already
 // ran in this run gets its record back, since the daemon it restarted
 // loaded files that are now gone.
-func (r *runner) rollback(ctx context.Context, s *hostState, tr *report.TaskResult) {
+func (r *runner) rollback(ctx context.Context, s *hostRun, tr *report.TaskResult) {
 	if !s.wrote || s.h == nil {
 		return
 	}
@@ -479,7 +480,7 @@ func (r *runner) rollback(ctx context.Context, s *hostState, tr *report.TaskResu
 
 // reowe records again the handlers this run notified and already served:
 // after a rollback the node owes them once more.
-func (r *runner) reowe(ctx context.Context, s *hostState) error {
+func (r *runner) reowe(ctx context.Context, s *hostRun) error {
 	var names []string
 	for hn := range s.served {
 		if _, ok := s.owed[hn]; ok {

@@ -92,7 +92,7 @@ func (r *runner) notStarted(tr *report.TaskResult) *report.TaskResult {
 
 // restore starts again the service a step cut short may have left down,
 // after the host was rolled back, and records the state it left.
-func (r *runner) restore(ctx context.Context, s *hostState, tr *report.TaskResult, st step) {
+func (r *runner) restore(ctx context.Context, s *hostRun, tr *report.TaskResult, st step) {
 	m, ok := lookup(st.task)
 	if !ok || s.h == nil {
 		return
@@ -132,7 +132,7 @@ func (r *runner) recordInterrupted() {
 }
 
 // hostLeft words the state an interrupted run left a host in.
-func (r *runner) hostLeft(s *hostState) string {
+func (r *runner) hostLeft(s *hostRun) string {
 	if s == nil || s.h == nil {
 		return "not started, nothing changed"
 	}

@@ -131,7 +131,7 @@ func magicVars(inv *inventory.Inventory) map[string]any {
 
 // argsOf is the task's rendered arguments on the host: rendered at
 // preflight, or later, when the host reached it.
-func (r *runner) argsOf(t *playbook.Task, s *hostState) module.Args {
+func (r *runner) argsOf(t *playbook.Task, s *hostRun) module.Args {
 	if a, ok := s.late[t]; ok {
 		return a
 	}
@@ -140,7 +140,7 @@ func (r *runner) argsOf(t *playbook.Task, s *hostState) module.Args {
 
 // keepLate records, for a task Preflight left for later on the host, the
 // arguments it was rendered with there (argsOf reads them).
-func (r *runner) keepLate(s *hostState, t *playbook.Task, a module.Args) {
+func (r *runner) keepLate(s *hostRun, t *playbook.Task, a module.Args) {
 	if !r.later[t] {
 		return
 	}
@@ -153,7 +153,7 @@ func (r *runner) keepLate(s *hostState, t *playbook.Task, a module.Args) {
 // decide evaluates, on a host that reached the task, what Preflight left
 // for later: its when: and its arguments. It returns a non-empty skip
 // message when the task does not run there.
-func (r *runner) decide(s *hostState, p *playbook.Play, t *playbook.Task, registered map[string]any) (string, module.Args, error) {
+func (r *runner) decide(s *hostRun, p *playbook.Play, t *playbook.Task, registered map[string]any) (string, module.Args, error) {
 	if why, ok := s.skip[t]; ok {
 		return why, nil, nil
 	}
@@ -293,7 +293,7 @@ func lines(s string) []any {
 // judge applies changed_when and failed_when to a result, with the task's
 // own result under its register name, and records the result for later
 // tasks. It runs after the task ran (or, in check mode, was planned).
-func (r *runner) judge(s *hostState, p *playbook.Play, t *playbook.Task, tr *report.TaskResult) {
+func (r *runner) judge(s *hostRun, p *playbook.Play, t *playbook.Task, tr *report.TaskResult) {
 	if tr.Status == report.Unreachable || (tr.Status == report.Skipped && len(t.FailedWhen) == 0 && len(t.ChangedWhen) == 0) {
 		r.register(s, t, tr)
 		return
@@ -354,7 +354,7 @@ func condSrcs(cs []*playbook.Cond) string {
 	return strings.Join(out, " and ")
 }
 
-func (r *runner) register(s *hostState, t *playbook.Task, tr *report.TaskResult) {
+func (r *runner) register(s *hostRun, t *playbook.Task, tr *report.TaskResult) {
 	if f := factsOf(tr); len(f) > 0 {
 		// set_fact: the host's variables from here on, in the same
 		// layer as registered results (last write wins, as in Ansible).

@@ -12,7 +12,7 @@ import (
 // rendered there, so that a module decides ownership per play (a value
 // another task of the play declares is never its reason to refuse). A task
 // not yet rendered on the host (it reads a registered result) is left out.
-func (r *runner) playCtx(ctx context.Context, s *hostState, t *playbook.Task) context.Context {
+func (r *runner) playCtx(ctx context.Context, s *hostRun, t *playbook.Task) context.Context {
 	p := r.playOf[t]
 	if p == nil || s == nil {
 		return ctx

@@ -36,7 +36,7 @@ const ProofTaskPrefix = "prove: "
 // (transport.ProveOnly). Each is one result named ProofTaskPrefix+task,
 // failed when a proof failed or could not be made; it returns how many
 // failed.
-func (r *runner) prove(ctx context.Context, p *playbook.Play, active []*hostState) (failed int) {
+func (r *runner) prove(ctx context.Context, p *playbook.Play, active []*hostRun) (failed int) {
 	if !r.o.Check || !r.o.Prove {
 		return 0
 	}
@@ -49,7 +49,7 @@ func (r *runner) prove(ctx context.Context, p *playbook.Play, active []*hostStat
 		if !ok {
 			continue
 		}
-		var hs []*hostState
+		var hs []*hostRun
 		for _, s := range active {
 			if !s.out && s.args[t] != nil {
 				hs = append(hs, s)
@@ -63,7 +63,7 @@ func (r *runner) prove(ctx context.Context, p *playbook.Play, active []*hostStat
 			r.o.Observer.TaskStart(name, t.Handler)
 		}
 		results := make([]*report.TaskResult, len(hs))
-		fanout.Each(r.o.Forks, hs, func(i int, s *hostState) {
+		fanout.Each(r.o.Forks, hs, func(i int, s *hostRun) {
 			start := time.Now()
 			tr := &report.TaskResult{Play: p.Name, Task: name, Module: t.Module, Host: s.host.Name, Handler: t.Handler, NoLog: t.NoLog}
 			if r.stopped() {

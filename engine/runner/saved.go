@@ -149,7 +149,7 @@ func savedTask(plays []*playbook.Play, st *savedplan.Step) *playbook.Task {
 // file and glob the plan was made from, and refuses the host when any of
 // them changed since: nothing may change the node between their check and
 // the writes.
-func (r *runner) planSaved(ctx context.Context, s *hostState, p *playbook.Play, become *bool) *planFailure {
+func (r *runner) planSaved(ctx context.Context, s *hostRun, p *playbook.Play, become *bool) *planFailure {
 	name := s.host.Name
 	if f := r.saved.refuse[name]; f != nil {
 		return f
@@ -184,7 +184,8 @@ func (r *runner) planSaved(ctx context.Context, s *hostState, p *playbook.Play, 
 	if err := r.readPending(ctx, s); err != nil {
 		return &planFailure{err: err}
 	}
-	s.plans, s.replan, s.playWrote = map[*playbook.Task]*module.Plan{}, false, false
+	s.plans, s.replan = map[*playbook.Task]*module.Plan{}, false
+	s.enter(phasePlanned)
 	for _, t := range p.Tasks {
 		if st, ok := r.saved.steps[name][t]; ok {
 			s.plans[t] = st.plan
@@ -197,7 +198,7 @@ func (r *runner) planSaved(ctx context.Context, s *hostState, p *playbook.Play, 
 
 // savedHandler is the saved step of handler t on the host; a handler the
 // plan did not foresee there is not run from it.
-func (r *runner) savedHandler(s *hostState, t *playbook.Task) (step, error) {
+func (r *runner) savedHandler(s *hostRun, t *playbook.Task) (step, error) {
 	st, ok := r.saved.steps[s.host.Name][t]
 	if !ok {
 		return step{}, fmt.Errorf("not applied: the saved plan has no step for handler %q on this host; make a new plan", t.Name)

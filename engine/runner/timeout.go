@@ -58,7 +58,7 @@ func (r *runner) planTimeout(p *playbook.Play) time.Duration {
 
 // at records the step the host is at, for a timeout's message; a step
 // taken after the deadline (the rollback) is not what timed out.
-func at(ctx context.Context, s *hostState, step string) {
+func at(ctx context.Context, s *hostRun, step string) {
 	if ctx.Err() == nil {
 		s.doing.Store(&step)
 	}
@@ -77,7 +77,7 @@ func timedOut(ctx context.Context) (*timeoutError, bool) {
 // bounded runs fn for host s under deadline d and returns the result to
 // report: tr, or, when fn would not return after its deadline, a copy
 // of tr made before fn started (fn's own copy is then never read again).
-func (r *runner) bounded(ctx context.Context, s *hostState, tr *report.TaskResult, d time.Duration, fn func(context.Context)) *report.TaskResult {
+func (r *runner) bounded(ctx context.Context, s *hostRun, tr *report.TaskResult, d time.Duration, fn func(context.Context)) *report.TaskResult {
 	tctx, cancel := context.WithTimeoutCause(ctx, d, &timeoutError{d: d})
 	defer cancel()
 	shadow := *tr
@@ -123,7 +123,7 @@ func (r *runner) bounded(ctx context.Context, s *hostState, tr *report.TaskResul
 // failTimedOut words a timed-out task's failure and ends the host's part
 // in the run: the task already rolled the host back (rollback takes a fresh
 // connection after a timeout), and the hung connection is closed.
-func (r *runner) failTimedOut(s *hostState, tr *report.TaskResult, te *timeoutError) {
+func (r *runner) failTimedOut(s *hostRun, tr *report.TaskResult, te *timeoutError) {
 	doing := "starting"
 	if d := s.doing.Load(); d != nil {
 		doing = *d
@@ -139,7 +139,7 @@ func (r *runner) failTimedOut(s *hostState, tr *report.TaskResult, te *timeoutEr
 // is not trusted with anything more (the lock release included: the lock
 // goes stale when the connection's sshd process ends, and the next run
 // takes it over).
-func (r *runner) abandon(s *hostState) {
+func (r *runner) abandon(s *hostRun) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.abandoned || s.conn == nil {
@@ -157,7 +157,7 @@ func (r *runner) abandon(s *hostState) {
 // interruption's grace ran out a fresh one bounded by rollbackGrace over
 // the same connection. The returned
 // func undoes what it set up.
-func (r *runner) rollbackContext(ctx context.Context, s *hostState) (context.Context, func(), error) {
+func (r *runner) rollbackContext(ctx context.Context, s *hostRun) (context.Context, func(), error) {
 	if cutShort(ctx) {
 		// An interruption's grace ran out: the connection is sound,
 		// only the step's context is spent.
