@@ -17,8 +17,13 @@ import (
 )
 
 // readCache remembers what this run read from the node, item by item
-// (files, glob matches, read-only command results, staged validations),
-// until the run writes to it (Apply, Exec and Rollback clear it). Several
+// (files, glob matches, read-only command results, staged validations).
+// Writes do not clear it: Apply and ApplyLater teach it what they wrote
+// (and the round trip that carries writes reads the node's hashes of them
+// back and fails when they differ, verify.go); an Exec that names what it
+// touches forgets only those paths, any other Exec, a failed Apply and a
+// Rollback clear it; staged proofs survive writes (a unit reads only its
+// own staged files). Several
 // modules of one play read the same containerd tree and dump the same live
 // config; with the cache, and the runner's prefetch of every task's reads in
 // one Query, that costs one round trip per host, not one per task. The

@@ -473,11 +473,17 @@ func (h *Host) Apply(ctx context.Context, ops []transport.Op) ([]transport.OpRes
 		h.queue.putBack(carried, by)
 		return nil, err
 	}
+	// What the ops left is read back in the same round trip (verify.go).
+	exp := expectations(all, h.opts.StateDir)
+	verifyBody(s, exp)
 	f, _, err := h.run(ctx, "apply", s)
 	if err != nil {
 		return nil, err
 	}
 	results, err := h.readOps(f, all, by)
+	if err == nil {
+		err = h.readVerify(f, exp, by)
+	}
 	if err != nil {
 		// The ops of this call that completed, for the caller's message.
 		if len(results) > len(carried) {
@@ -670,7 +676,11 @@ func (h *Host) Exec(ctx context.Context, c transport.Cmd) (*transport.CmdResult,
 		}
 		return nil, err
 	}
-	if _, err := h.readOps(f, carried, by); err != nil {
+	_, err = h.readOps(f, carried, by)
+	if err == nil {
+		err = h.readVerify(f, expectations(carried, h.opts.StateDir), by)
+	}
+	if err != nil {
 		h.cache.clear()
 		return nil, fmt.Errorf("%s: exec: not run: %w", h.Host(), err)
 	}
@@ -703,6 +713,10 @@ func (h *Host) execBody(s *script, c transport.Cmd, then *transport.Query, carri
 			return err
 		}
 		s.line("_nc_sync")
+		// What they left is read back before the command runs
+		// (verify.go): a command must not run on files that are not
+		// what the plan wrote.
+		verifyBody(s, expectations(carried, h.opts.StateDir))
 	}
 	if err := s.cmd(0, c, true); err != nil {
 		return fmt.Errorf("%s: exec: %w", h.Host(), err)

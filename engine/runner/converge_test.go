@@ -441,3 +441,28 @@ func TestSavedPlanLoopAndHandler(t *testing.T) {
 		t.Errorf("h2.a = %q: the other host was not applied", got)
 	}
 }
+
+// TestReadBackMismatchRollsBack (issue 27 item 4): when a play's queued
+// writes travel, the node's hashes of them are read back in the same round
+// trip; a node that does not hold what was written (a stand-in sha256sum,
+// first on PATH, answers with another hash) fails the host under the step
+// that carried them, naming the task, and rolls it back.
+func TestReadBackMismatchRollsBack(t *testing.T) {
+	e := newEnv(t, "h1")
+	e.write("h1", "t0", "before\n")
+	plays := e.load("- hosts: all\n  tasks:\n" + task("zero", "t0"))
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "sha256sum"), []byte("#!/bin/sh\nshift\nfor f; do printf '%064d  %s\\n' 0 \"$f\"; done\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	run := e.run(plays, e.options(false))
+	tr := results(t, run)["write the changes of earlier tasks h1"]
+	if tr == nil || tr.Status != report.Failed || !strings.Contains(tr.Msg, "the node does not hold what was written") ||
+		!strings.Contains(tr.Msg, `a change of task "zero"`) || !slices.Equal(tr.RolledBack, []string{e.path("h1", "t0")}) {
+		t.Fatalf("flush h1 = %+v, want the read-back's difference and the rollback", tr)
+	}
+	if got, _ := e.read("h1", "t0"); got != "before\n" {
+		t.Errorf("h1.t0 = %q, want it restored", got)
+	}
+}

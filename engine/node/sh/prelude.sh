@@ -360,3 +360,10 @@ _nc_prune() {
 		_nc_n=$((_nc_n - 1))
 	done
 }
+# _nc_vfail: after a round trip's writes the node does not hold what the controller wrote
+# (verify.go): the difference ($1) is reported as X -2 and the script ends before anything after
+# the writes runs.
+_nc_vfail() {
+	printf '%s\n' "$1" > "$T/e"
+	_nc_fail -2
+}
