@@ -16,6 +16,10 @@
 #   FORKS         nodeconverge -f (default N side by side, 50 in SCALE mode); Ansible always N
 #   BENCH_WORK=BENCH_DIR-work     every run's output, runs.tsv, traces (kept after the lab is gone)
 #   PROFILE=1     SCALE mode: one more drift run under `perf record`, summaries in BENCH_WORK
+#   NC_BASE=FILE  instead of the side-by-side: nodeconverge against another build of itself (FILE,
+#                 e.g. the binary of the commit before a change), converge and drift, RUNS each,
+#                 alternating which goes first; the table (BENCH_OUT, default bench/results-base.md)
+#                 gives each one's median and new/base
 #   HTML=1        side by side: afterwards, the HTML report of a 2,000-host check (bench/html.sh:
 #                 size per host, render and filter time in headless Chromium) into HTML_OUT
 #                 (default bench/results-html.md); HTML=0 skips it; HTML=only runs just that step
@@ -24,10 +28,16 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 SCALE=${SCALE:-}
+NC_BASE=${NC_BASE:-}
 if [[ -n $SCALE ]]; then
 	N=$SCALE
 	RUNS=${RUNS:-3}
 	OUT=${BENCH_OUT:-$here/results-scale.md}
+elif [[ -n $NC_BASE ]]; then
+	N=${N:-50}
+	RUNS=${RUNS:-5}
+	OUT=${BENCH_OUT:-$here/results-base.md}
+	HTML=0
 else
 	N=${N:-50}
 	RUNS=${RUNS:-5}
@@ -76,6 +86,11 @@ mkdir -p "$W"
 cp "$NC" "$W/nodeconverge"
 NC=$W/nodeconverge
 NC_SHA=$(sha256sum "$NC" | cut -c1-12)
+if [[ -n $NC_BASE ]]; then
+	cp "$NC_BASE" "$W/nodeconverge-base"
+	NC_BASE=$W/nodeconverge-base
+	NC_BASE_SHA=$(sha256sum "$NC_BASE" | cut -c1-12)
+fi
 NC_REV=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$root" diff --quiet 2>/dev/null || echo '+dirty')
 read -r -a NODES <<<"$LAB_NODES"
 # The proof by pod's fallback, and the floor's and Ansible's way to start a sandbox: crictl on every
@@ -169,6 +184,7 @@ run_tool() {
 	case $tool in
 	nodeconverge) measure "$wl" "$tool" "$run" "$NC" "${NCARGS[@]}" "${check[@]}" "${NCREPORT[@]}" "$W/nc.yaml" ;;
 	nodeconverge-noprove) measure "$wl" "$tool" "$run" "$NC" "${NCARGS[@]}" "${check[@]}" "${NCREPORT[@]}" "$W/nc-noprove.yaml" ;;
+	nodeconverge-base) measure "$wl" "$tool" "$run" "$NC_BASE" "${NCARGS[@]}" "${check[@]}" --report json="$W/report-base.json" "$W/nc.yaml" ;;
 	nodeconverge-small) measure "$wl" "$tool" "$run" "$NC" "${NCARGS[@]}" "${check[@]}" -l "@$W/small.limit" \
 		--report jsonl="$W/$wl-$tool-$run.report.jsonl" "$W/nc.yaml" ;;
 	ansible)
@@ -311,6 +327,66 @@ if [[ $HTML == only && -z $SCALE ]]; then
 	echo "# nodeconverge: the HTML report at fleet size ($(date -u +%F), nodeconverge $NC_REV)" >"$HTML_OUT"
 	"$here/html.sh" "$DIR" "$W" "$NC" "$HTML_OUT"
 	cat "$HTML_OUT"
+	exit 0
+fi
+
+if [[ -n $NC_BASE ]]; then
+	# The build against the base, nothing else: converge from the incident's state (the lab reset
+	# before every run), then the no-change drift run on the nodes the last converge left.
+	for ((r = 1; r <= RUNS; r++)); do
+		if ((r % 2)); then order=(nodeconverge nodeconverge-base); else order=(nodeconverge-base nodeconverge); fi
+		for t in "${order[@]}"; do
+			"$here/reset.sh" "$DIR" incident
+			containerd_pids >"$W/pids.before"
+			run_tool converge "$t" "$r"
+			if [[ $LAST_EXIT != 0 ]] || ! verify_converged "$W/pids.before"; then
+				echo "run.sh: converge $t #$r exited $LAST_EXIT or left nodes unconverged; see $W/converge-$t-$r.out" >&2
+				exit 1
+			fi
+		done
+	done
+	for ((r = 1; r <= RUNS; r++)); do
+		if ((r % 2)); then order=(nodeconverge nodeconverge-base); else order=(nodeconverge-base nodeconverge); fi
+		for t in "${order[@]}"; do
+			run_tool drift "$t" "$r"
+			[[ $LAST_EXIT == 0 ]] || {
+				echo "run.sh: drift $t #$r exited $LAST_EXIT, want 0; see $W/drift-$t-$r.out" >&2
+				exit 1
+			}
+		done
+	done
+	/usr/bin/python3 - "$TSV" "$N" "$RUNS" "$NC_REV" "$NC_SHA" "$NC_BASE_SHA" "$(nproc)" >"$OUT" <<'PY'
+import csv, statistics, sys
+tsv, n, runs, rev, sha, base_sha, cores = sys.argv[1:]
+rows = list(csv.DictReader(open(tsv), delimiter="\t"))
+print(f"# nodeconverge against its base build, {n} nodes, {runs} runs each (alternating), {cores} cores\n")
+print(f"new: {rev} (sha256 {sha}); base: sha256 {base_sha}. Median of the runs; CPU is the controller's user+sys.\n")
+print("| workload | build | wall s | CPU s | max RSS MB | sessions | new/base wall | new/base CPU |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+for wl in ("converge", "drift"):
+    med = {}
+    for tool in ("nodeconverge", "nodeconverge-base"):
+        rs = [r for r in rows if r["workload"] == wl and r["tool"] == tool]
+        if rs:
+            med[tool] = (statistics.median(float(r["wall_s"]) for r in rs),
+                         statistics.median(float(r["user_s"]) + float(r["sys_s"]) for r in rs),
+                         statistics.median(int(r["maxrss_kb"]) for r in rs) / 1024,
+                         statistics.median(int(r["sess_total"]) for r in rs))
+    for tool, label in (("nodeconverge", "new"), ("nodeconverge-base", "base")):
+        if tool not in med:
+            continue
+        w, c, m, s = med[tool]
+        ratio = ""
+        if tool == "nodeconverge" and "nodeconverge-base" in med:
+            bw, bc = med["nodeconverge-base"][:2]
+            ratio = f"**{w / bw:.2f}x** | {c / bc:.2f}x"
+        else:
+            ratio = " | "
+        print(f"| {wl} | {label} | {w:.2f} | {c:.2f} | {m:.1f} | {s:.0f} | {ratio} |")
+print("\nRaw runs: runs.tsv in BENCH_WORK.")
+PY
+	cat "$OUT"
+	log "wrote $OUT (raw runs: $TSV)"
 	exit 0
 fi
 
