@@ -35,7 +35,6 @@ var moduleHints = map[string]string{
 	"uri":              "not supported: nodeconverge does not make HTTP requests",
 	"unarchive":        "not supported: unpack on the controller and use copy, or run tar with command and a creates: guard",
 	"git":              "not supported: nodeconverge does not check out repositories",
-	"include_vars":     "not supported: put the values in the play's vars, group_vars/host_vars, or pass -e @FILE",
 	"pause":            "not supported: nodeconverge does not wait on a timer",
 	"wait_for":         "not supported: nodeconverge does not wait on a timer; a module checks what it needs",
 	"setup":            "not supported as a task: facts are gathered by the play (gather_facts, gather_subset), in each host's first round trip",

@@ -632,6 +632,9 @@ func (l *loader) tasks(n *yaml.Node, handler bool) []*Task {
 	var out []*Task
 	for _, item := range v.Content {
 		if m := yamlx.Deref(item); m != nil && m.Kind == yaml.MappingNode {
+			if _, ok := module.Lookup("set_fact"); ok {
+				l.includeVars(m)
+			}
 			if kind, key, val := includeKind(m); kind != "" {
 				out = append(out, l.included(m, handler, kind, key, val)...)
 				continue

@@ -762,3 +762,80 @@ func iniValue(path, section, key string) (string, bool) {
 	}
 	return "", false
 }
+
+// includeVars rewrites a task `include_vars: FILE` (a literal name, or
+// `file: FILE`) into set_fact of the file's variables, read at load: the
+// variables are the host's from that task on, as Ansible's include_vars
+// makes them (set_fact's precedence is one above include_vars'). The
+// file is looked for in the role's vars/, beside the task file, and
+// beside the playbook. A templated name, dir: and name: are refused.
+func (l *loader) includeVars(v *yaml.Node) {
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k := yamlx.Deref(v.Content[i])
+		if k == nil || k.Kind != yaml.ScalarNode || strings.TrimPrefix(k.Value, fqcnPrefix) != "include_vars" {
+			continue
+		}
+		val := yamlx.Deref(v.Content[i+1])
+		var file string
+		switch {
+		case val != nil && val.Kind == yaml.ScalarNode:
+			file = val.Value
+		case val != nil && val.Kind == yaml.MappingNode:
+			for j := 0; j+1 < len(val.Content); j += 2 {
+				kk := yamlx.Deref(val.Content[j])
+				switch kk.Value {
+				case "file":
+					file = yamlx.Deref(val.Content[j+1]).Value
+				default:
+					l.add(nodeErr(l.file, kk, "include_vars: %q is not supported (give the file: a role's vars/ file or one beside the task)", kk.Value))
+					return
+				}
+			}
+		}
+		if file == "" || strings.Contains(file, "{{") {
+			l.add(nodeErr(l.file, v.Content[i+1], "include_vars: %q: give a file name (a templated name is not supported: nodeconverge reads vars files at load)", file))
+			return
+		}
+		var dirs []string
+		if l.curRole != nil {
+			dirs = append(dirs, filepath.Join(l.curRole.Path, "vars"), l.curRole.Path)
+		}
+		dirs = append(dirs, filepath.Dir(l.file), filepath.Join(filepath.Dir(l.file), "vars"), l.playDir)
+		path := ""
+		for _, d := range dedupeStrings(dirs) {
+			if p := filepath.Join(d, file); filepath.IsAbs(file) {
+				path = file
+				break
+			} else if st, err := os.Stat(p); err == nil && !st.IsDir() {
+				path = p
+				break
+			}
+		}
+		if path == "" {
+			l.add(nodeErr(l.file, v.Content[i+1], "include_vars: %q not found (looked in %s)", file, strings.Join(dirs, ", ")))
+			return
+		}
+		data, err := inputs.ReadFile(path, "vars file", inputs.MaxVarsFile)
+		if err != nil {
+			l.add(nodeErr(l.file, v.Content[i+1], "include_vars: %v", err))
+			return
+		}
+		doc, err := parseYAML(path, data)
+		if err != nil {
+			l.add(err)
+			return
+		}
+		m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: val.Line, Column: val.Column}
+		if len(doc.Content) > 0 {
+			if root := yamlx.Deref(doc.Content[0]); root != nil && root.Kind == yaml.MappingNode {
+				m.Content = root.Content
+			} else if !yamlx.IsNull(root) {
+				l.add(nodeErr(path, root, "a vars file must be a mapping of names to values"))
+				return
+			}
+		}
+		v.Content[i] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "set_fact", Line: k.Line, Column: k.Column}
+		v.Content[i+1] = m
+		return
+	}
+}

@@ -216,3 +216,39 @@ func TestEnvironment(t *testing.T) {
 		t.Errorf("command: %q", got)
 	}
 }
+
+// TestIncludeVars: include_vars of a role's vars/ file makes its
+// variables the host's from that task on (templates in them rendered).
+func TestIncludeVars(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"site.yaml":                "- hosts: all\n  gather_facts: false\n  roles:\n    - r\n",
+		"roles/r/vars/family.yml":  "pkg_dir: \"{{ dir }}\"\nword: from vars file\n",
+		"roles/r/tasks/main.yml":   "- name: vars\n  ansible.builtin.include_vars: family.yml\n- name: use\n  copy:\n    dest: \"{{ pkg_dir }}/{{ inventory_hostname }}.iv\"\n    content: \"{{ word }}\\n\"\n",
+		"roles/bad/tasks/main.yml": "- include_vars: \"{{ ansible_os_family }}.yml\"\n",
+		"bad.yaml":                 "- hosts: all\n  roles:\n    - bad\n",
+	})
+	plays, err := playbook.Load(filepath.Join(dir, "site.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, check := range []bool{true, false} {
+		e := newEnv(t, "h1")
+		run := e.run(plays, e.options(check))
+		res := results(t, run)
+		if tr := res["vars h1"]; tr == nil || tr.Status != report.OK {
+			t.Errorf("check=%v: include_vars: %+v", check, tr)
+		}
+		if tr := res["use h1"]; tr == nil || tr.Status != report.Changed {
+			t.Errorf("check=%v: use: %+v", check, tr)
+		}
+		if !check {
+			if got, _ := e.read("h1", "iv"); got != "from vars file\n" {
+				t.Errorf("h1.iv = %q", got)
+			}
+		}
+	}
+	if _, err := playbook.Load(filepath.Join(dir, "bad.yaml")); err == nil || !strings.Contains(err.Error(), "a templated name is not supported") {
+		t.Errorf("a templated include_vars: %v", err)
+	}
+}
