@@ -286,7 +286,7 @@ func TestFramesTruncated(t *testing.T) {
 	writeFile(t, p, []byte("content\n"), 0o644)
 	q := transport.Query{Files: []string{p, filepath.Join(dir, "missing")}, Globs: []string{dir + "/*"}, Cmds: []transport.Cmd{{Script: "echo hi"}}}
 	rec := &recordConn{Conn: localconn.New("l")}
-	if _, err := NewHost(rec, HostOptions{}).Query(context.Background(), q); err != nil {
+	if _, err := NewHost(rec, HostOptions{StateDir: t.TempDir()}).Query(context.Background(), q); err != nil {
 		t.Fatal(err)
 	}
 	full := rec.last.Stdout
@@ -876,7 +876,7 @@ func BenchmarkQuery(b *testing.B) {
 		}
 		files = append(files, p)
 	}
-	h := NewHost(localconn.New("bench"), HostOptions{})
+	h := NewHost(localconn.New("bench"), HostOptions{StateDir: b.TempDir()})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := h.Query(context.Background(), transport.Query{Files: files}); err != nil {

@@ -56,7 +56,7 @@ func check(t *testing.T, gen labtest.Generation, root, mainPath string, edit fun
 	if err := a.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	h := transport.ReadOnly(node.NewHost(localconn.New("local"), node.HostOptions{}))
+	h := transport.ReadOnly(node.NewHost(localconn.New("local"), node.HostOptions{StateDir: t.TempDir()}))
 	return Module{}.Check(context.Background(), h, a)
 }
 

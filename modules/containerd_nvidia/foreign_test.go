@@ -45,7 +45,7 @@ func checkArgs(t *testing.T, dir string, a *Args) (*module.Plan, error) {
 
 func effective(t *testing.T, main, bin string) map[string]string {
 	t.Helper()
-	h := node.NewHost(localconn.New("local"), node.HostOptions{})
+	h := node.NewHost(localconn.New("local"), node.HostOptions{StateDir: t.TempDir()})
 	tree, err := ctrconf.Gather(context.Background(), h, main, bin)
 	if err != nil {
 		t.Fatal(err)

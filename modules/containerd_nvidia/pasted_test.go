@@ -85,7 +85,7 @@ func TestPastedTwiceConverges(t *testing.T) {
 					}
 					t.Fatalf("did not converge in one apply; the second check plans %v", paths)
 				}
-				h := node.NewHost(localconn.New("local"), node.HostOptions{})
+				h := node.NewHost(localconn.New("local"), node.HostOptions{StateDir: t.TempDir()})
 				tree, err := ctrconf.Gather(context.Background(), h, main, bin)
 				if err != nil {
 					t.Fatal(err)

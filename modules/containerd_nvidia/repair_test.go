@@ -66,7 +66,7 @@ func TestRepairDropinPastedTwice(t *testing.T) {
 			if err := a.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			h := node.NewHost(localconn.New("local"), node.HostOptions{})
+			h := node.NewHost(localconn.New("local"), node.HostOptions{StateDir: t.TempDir()})
 			p, err := Module{}.Check(context.Background(), h, a)
 			if err != nil {
 				t.Fatal(err)
@@ -135,7 +135,7 @@ func checkAuto(t *testing.T, main, tk, state, bin string) (*module.Plan, error) 
 	if err := a.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	h := node.NewHost(localconn.New("local"), node.HostOptions{})
+	h := node.NewHost(localconn.New("local"), node.HostOptions{StateDir: t.TempDir()})
 	return Module{}.Check(context.Background(), h, a)
 }
 
@@ -197,7 +197,7 @@ func TestRedefinedOnlyWhatContainerdRefuses(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					h := node.NewHost(localconn.New("local"), node.HostOptions{})
+					h := node.NewHost(localconn.New("local"), node.HostOptions{StateDir: t.TempDir()})
 					tree, err := ctrconf.Gather(context.Background(), h, main, bin)
 					if err != nil {
 						t.Fatal(err)

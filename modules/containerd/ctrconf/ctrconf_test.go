@@ -120,7 +120,7 @@ func hasPrefixKey(flat map[string]string, prefix string) bool {
 
 func TestGatherIncident(t *testing.T) {
 	mainPath, confd := incident(t)
-	h := newLocal()
+	h := newLocal(t)
 	tree := gather(t, h, mainPath)
 	if got := h.queries.Load(); got != 2 {
 		t.Errorf("Gather used %d Query round trips, want 2", got)
@@ -155,7 +155,7 @@ func TestGatherIncident(t *testing.T) {
 func TestIncidentDumpAndAblate(t *testing.T) {
 	ctx := context.Background()
 	mainPath, confd := incident(t)
-	h := newLocal()
+	h := newLocal(t)
 	tree := gather(t, h, mainPath)
 	zz := filepath.Join(confd, "zz-labhub-registry.toml")
 	nvidia := filepath.Join(confd, "99-nvidia.toml")
@@ -257,7 +257,7 @@ func TestIncidentDumpAndAblate(t *testing.T) {
 
 func TestExplainIncident(t *testing.T) {
 	mainPath, confd := incident(t)
-	h := newLocal()
+	h := newLocal(t)
 	x, err := Explain(context.Background(), h, mainPath, "")
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ func TestDuplicatedTables(t *testing.T) {
 	orig = []byte(strings.Replace(string(orig), "imports = [", "imports = [\n  ", 1))
 	orig = []byte(strings.Replace(string(orig), `.toml"]`, ".toml\",\n]", 1))
 	write(t, mainPath, string(orig)+block+block)
-	h := newLocal()
+	h := newLocal(t)
 	tree := gather(t, h, mainPath)
 	if tree.Files[0].Parses || tree.Files[0].ParseErr == "" {
 		t.Errorf("main Parses=%v err=%q", tree.Files[0].Parses, tree.Files[0].ParseErr)
@@ -371,7 +371,7 @@ func TestRedact(t *testing.T) {
 	}
 
 	mainPath, confd := incident(t)
-	h := newLocal()
+	h := newLocal(t)
 	tree := gather(t, h, mainPath)
 	secret := func(pw string) Overrides {
 		return Overrides{filepath.Join(confd, "zzz-auth.toml"): []byte(
@@ -406,7 +406,7 @@ func TestNestedAndExplicitImports(t *testing.T) {
 	write(t, mainPath, "version = 2\nimports = [\n  \"a.toml\",\n]\noom_score = 1\n")
 	write(t, filepath.Join(root, "a.toml"), "imports = [\"sub/b.toml\"]\noom_score = 2\n")
 	write(t, filepath.Join(root, "sub/b.toml"), "oom_score = 3\n")
-	h := newLocal()
+	h := newLocal(t)
 	tree := gather(t, h, mainPath)
 	if len(tree.Files) != 3 || tree.Files[2].Path != filepath.Join(root, "sub/b.toml") {
 		t.Fatalf("nested import not followed: %+v", tree.Files)
@@ -458,7 +458,7 @@ func TestStagedEqualsLive(t *testing.T) {
 	write(t, filepath.Join(filepath.Dir(mainPath), "extra/x.toml"), "imports = [\"y.toml\"]\noom_score = 5\n")
 	write(t, filepath.Join(filepath.Dir(mainPath), "extra/y.toml"), "[plugins.\"io.containerd.gc.v1.scheduler\"]\n  pause_threshold = 0.05\n")
 	write(t, filepath.Join(confd, ".00-hidden.toml"), "oom_score = -7\n")
-	h := newLocal()
+	h := newLocal(t)
 	tree := gather(t, h, mainPath)
 	if tree.File(filepath.Join(confd, ".00-hidden.toml")) == nil || tree.File(filepath.Join(filepath.Dir(mainPath), "extra/y.toml")) == nil {
 		t.Fatalf("tree misses files containerd loads: %+v", tree.Files)
@@ -509,7 +509,7 @@ func TestUnloadableImportsAreNotProof(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(confd, "50-dir.toml"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h := newLocal()
+	h := newLocal(t)
 	tree, err := Gather(context.Background(), h, mainPath, labtest.Containerd(t, labtest.Containerd2))
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package ctrconf
 import (
 	"context"
 	"sync/atomic"
+	"testing"
 
 	"nodeconverge/engine/node"
 	"nodeconverge/engine/transport"
@@ -17,8 +18,8 @@ type localReader struct {
 	host            *node.Host
 }
 
-func newLocal() *localReader {
-	return &localReader{host: node.NewHost(localconn.New("local"), node.HostOptions{})}
+func newLocal(t testing.TB) *localReader {
+	return &localReader{host: node.NewHost(localconn.New("local"), node.HostOptions{StateDir: t.TempDir()})}
 }
 
 func (l *localReader) Host() string { return l.host.Host() }

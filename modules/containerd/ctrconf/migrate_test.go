@@ -36,7 +36,7 @@ func TestVersion2DropinUnderVersion3Main(t *testing.T) {
 	write(t, mainPath, strings.ReplaceAll(mainV3, "%CONFD%", confd))
 	nvidia := filepath.Join(confd, "99-nvidia.toml")
 	write(t, nvidia, nvidiaTOML)
-	x, err := Explain(context.Background(), newLocal(), mainPath, bin)
+	x, err := Explain(context.Background(), newLocal(t), mainPath, bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ imports = ["`+confd+`/*.toml"]
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 `)
-	x, err := Explain(context.Background(), newLocal(), mainPath, bin)
+	x, err := Explain(context.Background(), newLocal(t), mainPath, bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestOverrideUnderMigratedNameIsNoShadow(t *testing.T) {
 	write(t, mainPath, "version = 2\nimports = [\""+confd+"/*.toml\"]\n")
 	write(t, filepath.Join(confd, "99-nvidia.toml"), "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"\"\n")
 	write(t, filepath.Join(confd, "zz-labhub-registry.toml"), "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/containerd/certs.d\"\n")
-	h := newLocal()
+	h := newLocal(t)
 	tree, err := Gather(context.Background(), h, mainPath, bin)
 	if err != nil {
 		t.Fatal(err)

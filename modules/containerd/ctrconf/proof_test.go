@@ -73,7 +73,7 @@ func TestAnalyzeStagesWhatItNeeds(t *testing.T) {
 	ctx := context.Background()
 	mainPath, confd := incident(t)
 	zz := filepath.Join(confd, "zz-labhub-registry.toml")
-	h := newLocal()
+	h := newLocal(t)
 	tree := gather(t, h, mainPath)
 	an, err := Analyze(ctx, h, tree)
 	if err != nil || !an.Base.OK {

@@ -27,7 +27,7 @@ func TestDecidedByAgreesWithExplain(t *testing.T) {
 
 func decidedByAgrees(t *testing.T, bin string, replacesTables bool) {
 	mainPath, _ := incident(t)
-	h := newLocal()
+	h := newLocal(t)
 	tree, err := Gather(context.Background(), h, mainPath, bin)
 	if err != nil {
 		t.Fatal(err)
