@@ -26,13 +26,14 @@ containerd --config /etc/containerd/config.toml config dump
 cat /etc/sysctl.d/99-inotify.conf /proc/sys/fs/inotify/max_user_instances /proc/sys/fs/inotify/max_user_watches
 cat /etc/containerd/config.toml /etc/containerd/conf.d/*.toml /etc/containerd/certs.d/harbor.lab/hosts.toml'
 # The proof by pod with crictl (bench/run.sh links it into every node): the essential work of a
-# health gate since issue 26, the same sandboxes nodeconverge starts. Run by the node's bash.
+# health gate since issue 26, the same sandboxes nodeconverge starts (with the proof's systemd cgroup
+# parent: the nodes' runtimes set SystemdCgroup, and runc refuses a sandbox without one). Run by the node's bash.
 # shellcheck disable=SC2016 # expanded on the node
 prove='ep=unix:///run/containerd/containerd.sock
 i=0
 until crictl -r $ep --timeout 10s info >/dev/null 2>&1; do i=$((i + 1)); [ $i -lt 600 ] || { echo "floor: crictl info never answered" >&2; exit 1; }; sleep 0.1; done
 for h in nvidia nvidia-cdi nvidia-legacy runc; do
-	(cfg="{\"metadata\":{\"name\":\"floor-$h\",\"uid\":\"floor-$h\",\"namespace\":\"floor\"},\"linux\":{\"security_context\":{\"namespace_options\":{\"network\":2}}}}"
+	(cfg="{\"metadata\":{\"name\":\"floor-$h\",\"uid\":\"floor-$h\",\"namespace\":\"floor\"},\"linux\":{\"cgroup_parent\":\"nodeconverge-proof.slice\",\"security_context\":{\"namespace_options\":{\"network\":2}}}}"
 	id=$(printf %s "$cfg" | crictl -r $ep --timeout 120s runp --runtime $h /dev/stdin 2>/dev/null) &&
 	[ "$(crictl -r $ep --timeout 60s inspectp -o go-template --template "{{.status.state}}" "$id" 2>/dev/null)" = SANDBOX_READY ] &&
 	crictl -r $ep --timeout 60s stopp "$id" >/dev/null 2>&1 && crictl -r $ep --timeout 60s rmp "$id" >/dev/null 2>&1 ||

@@ -49,7 +49,9 @@ func TestSandboxesStart(t *testing.T) {
 			l.InstallCrictl(t, n)
 			cr := []string{"crictl", "--runtime-endpoint", "unix:///run/containerd/containerd.sock", "--timeout", "60s"}
 			for _, h := range []string{"runc", "nvidia"} {
-				cfg := fmt.Sprintf(`{"metadata":{"name":"lab-%s","uid":"lab-%s","namespace":"labtest"},"linux":{"security_context":{"namespace_options":{"network":2}}}}`, h, h)
+				// A slice cgroup parent, as the proof sends for the config's
+				// SystemdCgroup: runc refuses a sandbox without one, and so does the lab's.
+				cfg := fmt.Sprintf(`{"metadata":{"name":"lab-%s","uid":"lab-%s","namespace":"labtest"},"linux":{"cgroup_parent":"nodeconverge-proof.slice","security_context":{"namespace_options":{"network":2}}}}`, h, h)
 				id := strings.TrimSpace(l.Exec(t, n, "sh", "-c", `printf '%s' "$0" | crictl --runtime-endpoint unix:///run/containerd/containerd.sock --timeout 60s runp --runtime "$1" /dev/stdin 2>/dev/null`, cfg, h))
 				if id == "" {
 					t.Fatalf("runp through %s gave no sandbox id", h)
@@ -82,7 +84,7 @@ func TestSandboxesStart(t *testing.T) {
 			}
 			// A sandbox left running (a killed proof) does not outlive the lab: its process is in a
 			// mount namespace of its own, found by its cgroup.
-			cfg := `{"metadata":{"name":"lab-left","uid":"lab-left","namespace":"labtest"},"linux":{"security_context":{"namespace_options":{"network":2}}}}`
+			cfg := `{"metadata":{"name":"lab-left","uid":"lab-left","namespace":"labtest"},"linux":{"cgroup_parent":"nodeconverge-proof.slice","security_context":{"namespace_options":{"network":2}}}}`
 			id := strings.TrimSpace(l.Exec(t, n, "sh", "-c", `printf '%s' "$0" | crictl --runtime-endpoint unix:///run/containerd/containerd.sock --timeout 60s runp /dev/stdin 2>/dev/null`, cfg))
 			pid := strings.TrimSpace(l.Exec(t, n, append(cr, "inspectp", "-o", "go-template", "--template", "{{.info.pid}}", id)...))
 			if out, err := exec.Command(l.script, "down", "--dir", l.Dir).CombinedOutput(); err != nil {

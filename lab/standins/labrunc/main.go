@@ -13,7 +13,11 @@
 //     cgroupsPath; with no systemd to talk to, runc would fail. The flag is
 //     dropped and the path becomes a cgroupfs path under the node's own
 //     subtree (-lab-cgroup), so `lab.sh down` can find and end anything a
-//     node's containers left running.
+//     node's containers left running. A create whose cgroupsPath is not
+//     in the slice form goes to runc untouched, --systemd-cgroup kept, so
+//     runc refuses it as it does on a node with systemd ("expected
+//     cgroupsPath to be of format slice:prefix:name"): what a real node
+//     refuses the lab must not run.
 //   - No CAP_SYS_RESOURCE. CRI asks for oom_score_adj -998 for a sandbox;
 //     lowering a score needs that capability, which these machines lack, so
 //     a score below this process's own is raised to it.
@@ -77,10 +81,11 @@ func main() {
 // and run, edits the bundle's config.json; changes says what it did.
 func adapt(args []string, cgroupRoot string) ([]string, []string, error) {
 	var out, changes []string
-	sub := -1
+	sub, systemd := -1, false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--systemd-cgroup" {
+			systemd = true
 			changes = append(changes, "dropped --systemd-cgroup")
 			continue
 		}
@@ -116,8 +121,40 @@ func adapt(args []string, cgroupRoot string) ([]string, []string, error) {
 			id = a
 		}
 	}
-	c, err := editSpec(filepath.Join(bundle, "config.json"), cgroupRoot, id)
+	spec := filepath.Join(bundle, "config.json")
+	if systemd {
+		p, err := specCgroupsPath(spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		if p != "" && !isSlicePath(p) {
+			return args, []string{fmt.Sprintf("cgroupsPath %q is not slice:prefix:name under --systemd-cgroup: left to runc, as on a node with systemd", p)}, nil
+		}
+	}
+	c, err := editSpec(spec, cgroupRoot, id)
 	return out, append(changes, c...), err
+}
+
+// isSlicePath says whether p has systemd's "slice:prefix:name" form.
+func isSlicePath(p string) bool {
+	return len(strings.Split(p, ":")) == 3
+}
+
+// specCgroupsPath is the bundle spec's linux.cgroupsPath ("" if unset).
+func specCgroupsPath(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	var spec struct {
+		Linux struct {
+			CgroupsPath string `json:"cgroupsPath"`
+		} `json:"linux"`
+	}
+	if err := json.Unmarshal(b, &spec); err != nil {
+		return "", fmt.Errorf("parse %s: %w", path, err)
+	}
+	return spec.Linux.CgroupsPath, nil
 }
 
 // editSpec rewrites the bundle's cgroupsPath and oomScoreAdj (see the
@@ -168,7 +205,7 @@ func editSpec(path, cgroupRoot, id string) ([]string, error) {
 // "slice:prefix:name" becomes root/prefix-name, a cgroupfs path is put
 // below root, and none becomes root/ID.
 func cgroupfsPath(root, p, id string) string {
-	if parts := strings.Split(p, ":"); len(parts) == 3 {
+	if parts := strings.Split(p, ":"); isSlicePath(p) {
 		name := parts[2]
 		if parts[1] != "" {
 			name = parts[1] + "-" + name

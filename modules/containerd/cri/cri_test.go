@@ -131,3 +131,44 @@ func TestExpected(t *testing.T) {
 		t.Error(d)
 	}
 }
+
+// The proof's sandbox has a cgroup parent of the form a kubelet with the
+// matching cgroup driver sends (a slice, a cgroupfs path), chosen by the
+// handler's SystemdCgroup as the daemon reports it: without one, runc under
+// SystemdCgroup refuses the sandbox a kubelet's pods would get.
+func TestSandboxCgroupParent(t *testing.T) {
+	r := &Report{}
+	if err := r.applyConfig([]byte(config16)); err != nil {
+		t.Fatal(err)
+	}
+	r.handlers([]string{"nvidia"})
+	o := Options{RunID: "r1-2"}
+	for _, h := range r.Handlers {
+		got := sandboxConfig(o, "proof-"+h.Name, h.Name, systemdCgroup(h.Options)).GetLinux().GetCgroupParent()
+		if want := "nodeconverge-proof.slice"; got != want {
+			t.Errorf("%s (SystemdCgroup = true): cgroup parent %q, want %q", h.Name, got, want)
+		}
+	}
+	r2 := &Report{}
+	if err := r2.applyConfig([]byte(config2x)); err != nil {
+		t.Fatal(err)
+	}
+	r2.handlers(nil)
+	if got, want := sandboxConfig(o, "proof-runc", "runc", systemdCgroup(r2.Handlers[0].Options)).GetLinux().GetCgroupParent(), "/nodeconverge-proof"; got != want {
+		t.Errorf("runc (SystemdCgroup = false): cgroup parent %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		opts map[string]any
+		want bool
+	}{
+		{nil, false},
+		{map[string]any{"SystemdCgroup": true}, true},
+		{map[string]any{"systemd_cgroup": true}, true},
+		{map[string]any{"SystemdCgroup": "true"}, true},
+		{map[string]any{"SystemdCgroup": false, "BinaryName": "x"}, false},
+	} {
+		if got := systemdCgroup(tc.opts); got != tc.want {
+			t.Errorf("systemdCgroup(%v) = %v, want %v", tc.opts, got, tc.want)
+		}
+	}
+}

@@ -53,12 +53,17 @@ func proveCrictl(ctx context.Context, p transport.Prover, o Options, why string)
 		names = nil
 	}
 	for _, n := range names {
-		cfg, err := json.Marshal(sandboxConfig(o, "proof-"+n, n))
-		if err != nil {
-			r.Unproven = fmt.Sprintf("%s; crictl fallback: encode the sandbox config: %v", why, err)
-			return r
+		// The script picks one by the handler's SystemdCgroup as the
+		// daemon reports it.
+		argv = append(argv, n)
+		for _, systemd := range []bool{false, true} {
+			cfg, err := json.Marshal(sandboxConfig(o, "proof-"+n, n, systemd))
+			if err != nil {
+				r.Unproven = fmt.Sprintf("%s; crictl fallback: encode the sandbox config: %v", why, err)
+				return r
+			}
+			argv = append(argv, string(cfg))
 		}
-		argv = append(argv, n, string(cfg))
 	}
 	res, err := p.Exec(ctx, transport.Cmd{Argv: argv, Touches: []string{}})
 	if err != nil {

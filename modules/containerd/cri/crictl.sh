@@ -3,7 +3,8 @@
 # (modules/containerd/cri, crictl.go): the same steps as the proof over the socket, in one script,
 # each step's outcome as an "@" record and its output as "| " lines for crictl.go to read.
 #
-# Arguments: CRICTL SOCKET TIMEOUT_S RUN IMAGE PULL SWEEP_AGE_S SETTLE_S [HANDLER CONFIG_JSON]...
+# Arguments: CRICTL SOCKET TIMEOUT_S RUN IMAGE PULL SWEEP_AGE_S SETTLE_S [HANDLER CONFIG_JSON SYSTEMD_CONFIG_JSON]...
+# CONFIG_JSON has a cgroupfs cgroup parent, SYSTEMD_CONFIG_JSON a systemd slice one.
 # SWEEP_AGE_S: leftover proof sandboxes of other runs older than this are removed (0: all of them).
 # SETTLE_S: after the proof, wait until this many seconds from the start have passed, then check
 # that the daemon's socket is the same file (a restarted daemon makes a new one) and still answers.
@@ -68,9 +69,16 @@ if [ -z "$(cr images -q "$image" 2>/dev/null)" ]; then
 	fi
 fi
 
-while [ $# -ge 2 ]; do
+# Each handler's cgroup driver as the daemon loaded it (SystemdCgroup in its options) picks which
+# of its two configs starts the sandbox: a kubelet's cgroup parent has the form of its driver, and
+# runc under SystemdCgroup refuses a path that is not a slice. One line per handler: NAME VALUE.
+# shellcheck disable=SC2016 # a go template, not shell
+drivers=$(cr info -o go-template --template '{{range $n, $r := .config.containerd.runtimes}}{{$n}} {{with $r.options}}{{.SystemdCgroup}}{{end}}{{"\n"}}{{end}}' 2>/dev/null)
+while [ $# -ge 3 ]; do
 	h=$1 cfg=$2
-	shift 2
+	sd=$(printf '%s\n' "$drivers" | while read -r n v; do [ "$n" = "$h" ] && printf '%s' "$v"; done)
+	[ "$sd" != true ] || cfg=$3
+	shift 3
 	t0=$(date +%s%N)
 	out=$(printf '%s' "$cfg" | cr runp --runtime "$h" /dev/stdin 2>&1)
 	rc=$?

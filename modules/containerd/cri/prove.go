@@ -229,7 +229,11 @@ func proveSocket(ctx context.Context, p transport.Prover, o Options) (*Report, b
 	}
 	wg.Wait()
 	if o.Workload != nil {
-		r.Workload = c.workload(ctx, p, o)
+		systemd := false
+		if h := r.config[o.Workload.Runtime]; h != nil {
+			systemd = systemdCgroup(h.Options)
+		}
+		r.Workload = c.workload(ctx, p, o, systemd)
 	}
 	c.cleanup(ctx, o)
 	c.settle(ctx, r, o)
@@ -296,13 +300,16 @@ func failAll(r *Report, why string) {
 }
 
 // sandboxConfig is a pod sandbox as the kubelet asks for a host-network
-// pod, labelled so any proof can find it again.
-func sandboxConfig(o Options, name, handler string) *runtimeapi.PodSandboxConfig {
+// pod, labelled so any proof can find it again. systemd says the handler
+// drives cgroups through systemd (its SystemdCgroup option), which decides
+// the form of the cgroup parent, as the kubelet's cgroup driver does.
+func sandboxConfig(o Options, name, handler string, systemd bool) *runtimeapi.PodSandboxConfig {
 	uid := o.RunID + "-" + handler
 	return &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Uid: uid, Namespace: Namespace, Attempt: o.Attempt},
 		Labels:   map[string]string{LabelProof: "true", LabelRun: o.RunID, LabelHandler: handler},
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: cgroupParent(systemd),
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
 			},
@@ -315,7 +322,7 @@ func sandboxConfig(o Options, name, handler string) *runtimeapi.PodSandboxConfig
 func (c *client) sandbox(ctx context.Context, h *Handler, o Options) {
 	start := time.Now()
 	defer func() { h.Elapsed = time.Since(start) }()
-	resp, err := c.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig(o, "proof-"+h.Name, h.Name), RuntimeHandler: h.Name})
+	resp, err := c.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sandboxConfig(o, "proof-"+h.Name, h.Name, systemdCgroup(h.Options)), RuntimeHandler: h.Name})
 	if err != nil {
 		h.Status, h.Reason = Failed, "RunPodSandbox: "+message(err)
 		return
@@ -484,4 +491,43 @@ func (c *client) settle(ctx context.Context, r *Report, o Options) {
 			}
 		}
 	}
+}
+
+// The proof's cgroup parents, in the two forms a kubelet sends one: a
+// systemd slice for a handler with SystemdCgroup, else a cgroupfs path.
+// Without one containerd falls back to /<namespace>/<id>, which runc
+// refuses under SystemdCgroup ("expected cgroupsPath to be of format
+// slice:prefix:name"), so a proof without it failed handlers a kubelet's
+// pods run on. They are outside the kubelet's kubepods tree on purpose:
+// its orphan cleanup kills what runs in a pod cgroup it does not know,
+// which a proof's sandbox on a live node would be.
+const (
+	CgroupParentSystemd  = "nodeconverge-proof.slice"
+	CgroupParentCgroupfs = "/nodeconverge-proof"
+)
+
+// cgroupParent is the sandbox's cgroup parent for a handler that drives
+// cgroups through systemd or not.
+func cgroupParent(systemd bool) string {
+	if systemd {
+		return CgroupParentSystemd
+	}
+	return CgroupParentCgroupfs
+}
+
+// systemdCgroup says whether a handler's options, as the daemon reports
+// them, have it drive cgroups through systemd (runc's SystemdCgroup, or
+// systemd_cgroup as some shims spell it).
+func systemdCgroup(opts map[string]any) bool {
+	for k, v := range opts {
+		if strings.EqualFold(k, "SystemdCgroup") || strings.EqualFold(k, "systemd_cgroup") {
+			switch x := v.(type) {
+			case bool:
+				return x
+			case string:
+				return strings.EqualFold(x, "true")
+			}
+		}
+	}
+	return false
 }

@@ -52,7 +52,7 @@ func (w *Workload) needsGPU() bool { return w.NeedsGPU == nil || *w.NeedsGPU }
 
 // workload runs the workload's container through its handler, inside a
 // sandbox of that handler, and judges its exit status and output.
-func (c *client) workload(ctx context.Context, p transport.Prover, o Options) *WorkloadResult {
+func (c *client) workload(ctx context.Context, p transport.Prover, o Options, systemd bool) *WorkloadResult {
 	w := o.Workload
 	res := &WorkloadResult{Runtime: w.Runtime, Status: Failed}
 	start := time.Now()
@@ -80,7 +80,7 @@ func (c *client) workload(ctx context.Context, p transport.Prover, o Options) *W
 	}
 	uid := o.RunID + "-workload"
 	logDir := path.Join(WorkloadLogDir, uid)
-	cfg := sandboxConfig(o, "proof-workload", w.Runtime)
+	cfg := sandboxConfig(o, "proof-workload", w.Runtime, systemd)
 	cfg.Metadata.Uid = uid
 	cfg.LogDirectory = logDir
 	sb, err := c.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: w.Runtime})
