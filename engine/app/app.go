@@ -339,12 +339,22 @@ func list(w io.Writer, o ApplyOptions, inv *inventory.Inventory, books map[strin
 			}
 			if o.ListTasks {
 				b.WriteString("    tasks:\n")
+				var inc *playbook.Include
 				for _, t := range p.Tasks {
 					// A role's task is "role : name", as Ansible lists it;
-					// Ansible lists a task's tags sorted.
-					tags := append([]string(nil), t.Tags...)
+					// Ansible lists a task's tags sorted. A dynamic
+					// include's tasks are listed as the include, once.
+					name, tags := t.DisplayName(), t.Tags
+					if t.IncludedBy != nil {
+						if t.IncludedBy == inc {
+							continue
+						}
+						inc = t.IncludedBy
+						name, tags = inc.Name, inc.Tags
+					}
+					tags = append([]string(nil), tags...)
 					sort.Strings(tags)
-					fmt.Fprintf(&b, "      %s\tTAGS: [%s]\n", safetext.Line(t.DisplayName()), safetext.Line(strings.Join(tags, ", ")))
+					fmt.Fprintf(&b, "      %s\tTAGS: [%s]\n", safetext.Line(name), safetext.Line(strings.Join(tags, ", ")))
 				}
 			}
 		}

@@ -109,6 +109,21 @@ type Task struct {
 	// task reads, through the variables it reads too: the runner decides
 	// such a task once its host's facts are read.
 	Facts []string
+	// IncludedBy is the outermost dynamic include (include_tasks,
+	// include_role) the task came in through; nil when it was read
+	// statically. nodeconverge expands such an include at load, but
+	// Ansible reads its tasks only when it runs, so --list-tasks shows the
+	// include itself, as ansible-playbook does.
+	IncludedBy *Include
+}
+
+// Include is a dynamic include as --list-tasks shows it.
+type Include struct {
+	// Name is the include task's name ("role : name" inside a role), or
+	// its action when it has none, as Ansible's Task.get_name gives it.
+	Name string
+	// Tags are the include's own tags (not those its apply: gives).
+	Tags []string
 }
 
 // Cond is one parsed condition of when:, changed_when: or failed_when:.

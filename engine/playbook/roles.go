@@ -117,6 +117,8 @@ func includeKind(v *yaml.Node) (kind string, key *yaml.Node, val *yaml.Node) {
 // (recorded).
 func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yaml.Node) []*Task {
 	var in inherit
+	var name string
+	var ownTags []string
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, x := yamlx.Deref(v.Content[i]), v.Content[i+1]
 		if k == key || k == nil {
@@ -125,12 +127,14 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 		var err error
 		switch k.Value {
 		case "name":
-			// The include's own name is not a task of its own.
-			_, err = l.str(x, "name")
+			// The include's own name is not a task of its own; --list-tasks
+			// shows it for a dynamic include (Task.IncludedBy).
+			name, err = l.str(x, "name")
 		case "when":
 			in.when, err = l.conds(x, "when")
 		case "tags":
 			in.tags, _, err = l.stringList(x, "tags", true)
+			ownTags = append([]string(nil), in.tags...)
 		case "become":
 			var b bool
 			if b, err = l.boolean(x, "become"); err == nil {
@@ -209,6 +213,20 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 		l.extraHandlers = append(l.extraHandlers, hs...)
 	}
 	in.apply(out)
+	if raw := strings.TrimPrefix(key.Value, fqcnPrefix); raw == "include_tasks" || raw == "include_role" || raw == "include" {
+		inc := &Include{Name: key.Value, Tags: ownTags}
+		if name != "" {
+			inc.Name = name
+			if l.curRole != nil {
+				inc.Name = l.curRole.Name + " : " + name
+			}
+		}
+		// The outermost include is the one Ansible lists: an outer
+		// include runs this after its inner ones and takes their tasks.
+		for _, t := range out {
+			t.IncludedBy = inc
+		}
+	}
 	if in.env != nil {
 		for _, t := range out {
 			l.envNames(t, in.env)
