@@ -245,7 +245,11 @@ setup_node() {
 	echo 128 >"$nd/proc/sys/fs/inotify/max_user_instances"
 	echo "$INOTIFY_WATCHES_DEFAULT" >"$nd/proc/sys/fs/inotify/max_user_watches"
 	systemctl_src=${SYSTEMCTL_SRC//@NODE@/$nd}
-	echo "${systemctl_src//@IMAGE@/$STANDIN_DIR/lab-sandbox-image.tar}" >"$nd/usr/local/sbin/systemctl"
+	# The image's path goes inside single quotes in the stand-in: the repository's path may hold a
+	# space (or a quote), and it is data there, not shell syntax.
+	image=$STANDIN_DIR/lab-sandbox-image.tar
+	image=${image//\'/\'\\\'\'}
+	echo "${systemctl_src//@IMAGE@/"$image"}" >"$nd/usr/local/sbin/systemctl"
 	echo "${MODPROBE_SRC//@NODE@/$nd}" >"$nd/usr/local/sbin/modprobe"
 	echo "${LSMOD_SRC//@NODE@/$nd}" >"$nd/usr/local/sbin/lsmod"
 	if [[ ! -e /proc/modules && -n $PY_USER_SITE ]]; then

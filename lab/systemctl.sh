@@ -131,7 +131,8 @@ next_delay() {
 # import_image: the lab's sandbox image (lab/build-standins.sh) into a daemon that has never had it (a
 # node started with --no-containerd or scenario none): the lab has no registry, and a pod sandbox
 # needs it. Once per node; lab.sh's own imports leave the same mark.
-IMAGE=@IMAGE@
+# Single-quoted by lab.sh (the repository's path may hold a space).
+IMAGE='@IMAGE@'
 import_image() {
 	[ -e "$NODE/sandbox-image.imported" ] || [ ! -r "$IMAGE" ] && return 0
 	if ctr --address "$SOCK" -n k8s.io images import "$IMAGE" >>"$LOG" 2>&1; then
