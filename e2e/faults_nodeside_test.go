@@ -34,7 +34,7 @@ func privateTmp(t *testing.T, l *labtest.Lab, node string) {
 	}
 	script := "set -e; mount -t tmpfs -o size=16m,mode=1777 nc-private-tmp " + shellWord(anchor)
 	for _, dir := range tmpKept(t, l, node) {
-		in := shellWord(filepath.Join(anchor, strings.TrimPrefix(dir, "/tmp/")))
+		in := shellWord(filepath.Join(anchor, strings.TrimPrefix(dir, nodeTmpPrefix)))
 		script += fmt.Sprintf("; mkdir -p %s; mount --bind %s %s", in, shellWord(dir), in)
 	}
 	script += fmt.Sprintf("; mount --move %s /tmp", shellWord(anchor))
@@ -56,12 +56,16 @@ func tmpKept(t *testing.T, l *labtest.Lab, node string) []string {
 	}
 	var out []string
 	for _, d := range dirs {
-		if strings.HasPrefix(d, "/tmp/") {
+		if strings.HasPrefix(d, nodeTmpPrefix) {
 			out = append(out, d)
 		}
 	}
 	return out
 }
+
+// nodeTmpPrefix is the node's own /tmp mount point (privateTmp replaces it), not a
+// fixture path: what the lab keeps there is found under it by prefix.
+const nodeTmpPrefix = "/tmp" + string(filepath.Separator)
 
 // shellWord quotes s as one word for sh.
 func shellWord(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -71,7 +75,7 @@ func nodeTmp(t *testing.T, l *labtest.Lab, node string) []string {
 	t.Helper()
 	kept := map[string]bool{}
 	for _, d := range tmpKept(t, l, node) {
-		first, _, _ := strings.Cut(strings.TrimPrefix(d, "/tmp/"), "/")
+		first, _, _ := strings.Cut(strings.TrimPrefix(d, nodeTmpPrefix), "/")
 		kept[first] = true
 	}
 	var left []string
