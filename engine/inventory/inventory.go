@@ -908,6 +908,11 @@ func checkName(what, name string) error {
 	if safetext.Line(name) != name {
 		return fmt.Errorf("%s name %s holds a control character or bytes that are not UTF-8 (shown escaped): names are printed on one line, so they may not", what, strconv.Quote(name))
 	}
+	// A name with blanks around it is a quoting slip (`" nuc1":`), never a
+	// machine's name, and it would be a second host beside "nuc1".
+	if strings.TrimSpace(name) != name {
+		return fmt.Errorf("%s name %s starts or ends with a space: remove the space (names are matched exactly)", what, strconv.Quote(name))
+	}
 	return nil
 }
 

@@ -687,6 +687,11 @@ func TestControlCharacterNamesRefused(t *testing.T) {
 			t.Errorf("%q: the error holds the raw name: %q", c.src, err)
 		}
 	}
+	for _, src := range []string{"all:\n  hosts:\n    \" nuc1\":\n", "all:\n  hosts:\n    \" \":\n", "\"gpu \":\n  hosts:\n    h:\n"} {
+		if _, err := load("a.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "a.yaml:") || !strings.Contains(err.Error(), "starts or ends with a space") {
+			t.Errorf("%q: want an error naming the space, got %v", src, err)
+		}
+	}
 	if _, err := load("ok.yaml", []byte("all:\n  hosts:\n    nüc-1.example:\n  children:\n    gpu_ü:\n      hosts:\n        x:\n")); err != nil {
 		t.Errorf("printable names refused: %v", err)
 	}

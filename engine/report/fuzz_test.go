@@ -35,6 +35,8 @@ var (
 //     they are UTF-8, which is all JSON can carry).
 func FuzzHumanAndReports(f *testing.F) {
 	f.Add("evil\nnuc2 : ok=3 changed=0 unreachable=0 failed=0 skipped=0\nNOTE: all good", "a\nok: [victim] => {}", []byte("a = 1 # \x00 \x1b]0;pwned\x07\x1b[2J\n"), []byte("a = 2\r\nok: [victim]\n"), "tool \x1b[31m says\nchanged: [victim]\n\x9b2J", "line\nRECAP\nvictim : ok=9 changed=0 unreachable=0 failed=0 skipped=0")
+	f.Add(" ", "0", []byte("0"), []byte("0"), "0", "0")
+	f.Add(" nuc1\t", "0", []byte("0"), []byte("0"), "0", "0")
 	f.Add("nuc1", "harbor.lab", []byte("x\n"), []byte("y\n"), "", "")
 	f.Add("\u202egnp.exe", "\xff\xfe/../..", []byte{0xff, 0, '\n'}, []byte("\u2028\ufeff"), "\r\x1b[K", "\x00")
 	f.Fuzz(func(t *testing.T, host, value string, before, after []byte, output, msg string) {

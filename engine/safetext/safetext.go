@@ -50,11 +50,13 @@ func Line(s string) string { return escape(s, false) }
 // written as a visible escape (a carriage return shows as `\r`).
 func Block(s string) string { return escape(s, true) }
 
-// Name is Line for names (hosts, groups, tasks, plays); an empty name is
-// shown as "" so that a line never reads as if a field were missing.
+// Name is Line for names (hosts, groups, tasks, plays). An empty name, and
+// one that starts or ends with a space, is shown in double quotes, so that a
+// line never reads as if a field were missing and a recap line never starts
+// with blanks (a reader that trims would see another host's line, or none).
 func Name(s string) string {
-	if s == "" {
-		return `""`
+	if s == "" || strings.TrimSpace(s) != s {
+		return `"` + Line(s) + `"`
 	}
 	return Line(s)
 }

@@ -24,6 +24,11 @@ func TestEscapes(t *testing.T) {
 	if got := Name(""); got != `""` {
 		t.Errorf(`Name("") = %q`, got)
 	}
+	for in, want := range map[string]string{" ": `" "`, " nuc1": `" nuc1"`, "a b": "a b", "x\t": `"x\t"`} {
+		if got := Name(in); got != want {
+			t.Errorf("Name(%q) = %q, want %q", in, got, want)
+		}
+	}
 	if got := Indent("a\nok: [b]\n", "  "); got != "a\n  ok: [b]\n" {
 		t.Errorf("Indent = %q", got)
 	}
