@@ -104,22 +104,10 @@ func TestHTMLReportInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b, err := browser.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	const limit = 30 * time.Second
-	if err := b.Do(limit, chromedp.Navigate("file://"+page), chromedp.WaitReady(chromedp.CSS("body[data-ready]"))); err != nil {
-		t.Fatalf("open the report: %v", err)
-	}
+	b := openReport(t, page)
 	rows := func() map[string]string {
 		t.Helper()
-		got, err := browser.Eval[map[string]string](b, limit, `Object.fromEntries([...document.querySelectorAll("#grid tbody tr")].map(tr => [tr.dataset.host, tr.dataset.status]))`)
+		got, err := browser.Eval[map[string]string](b, browserLimit, `Object.fromEntries([...document.querySelectorAll("#grid tbody tr")].map(tr => [tr.dataset.host, tr.dataset.status]))`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +117,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 	if d := cmp.Diff(want, rows()); d != "" {
 		t.Fatalf("hosts and their statuses in the grid (-want +got):\n%s", d)
 	}
-	counts, err := browser.Eval[map[string]string](b, limit, `Object.fromEntries([...document.querySelectorAll("#counts button")].map(e => [e.dataset.status || "all", e.querySelector(".n").textContent]))`)
+	counts, err := browser.Eval[map[string]string](b, browserLimit, `Object.fromEntries([...document.querySelectorAll("#counts button")].map(e => [e.dataset.status || "all", e.querySelector(".n").textContent]))`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +126,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 	}
 
 	// A click on the failed host opens its panel: its diffs and its message.
-	if err := b.Do(limit, chromedp.Click(chromedp.CSS(`#grid tbody tr[data-host="omen"] td.host button`)),
+	if err := b.Do(browserLimit, chromedp.Click(chromedp.CSS(`#grid tbody tr[data-host="omen"] td.host button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#panel[data-host="omen"]`))); err != nil {
 		t.Fatalf("click omen: %v", err)
 	}
@@ -148,7 +136,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 		Msgs         []string
 		RolledBack   string
 	}
-	pv, err := browser.Eval[panelView](b, limit, `(() => { const p = document.getElementById("panel"); return {
+	pv, err := browser.Eval[panelView](b, browserLimit, `(() => { const p = document.getElementById("panel"); return {
 		status: p.dataset.status, text: p.innerText,
 		diffs: [...p.querySelectorAll("pre.diff")].map(e => e.innerText),
 		msgs: [...p.querySelectorAll("pre.msg.bad")].map(e => e.innerText),
@@ -188,7 +176,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 		t.Errorf("omen's panel says nothing about what to do:\n%s", pv.Text)
 	}
 	if os.Getenv("NODECONVERGE_HTML_SCREENSHOT") != "" {
-		png, err := b.Screenshot(limit)
+		png, err := b.Screenshot(browserLimit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +191,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 	// the value set, then the change event.
 	choose := func(id, value string) {
 		t.Helper()
-		ok, err := browser.Eval[bool](b, limit, fmt.Sprintf(`(() => { const s = document.getElementById(%q);
+		ok, err := browser.Eval[bool](b, browserLimit, fmt.Sprintf(`(() => { const s = document.getElementById(%q);
 			if (![...s.options].some(o => o.value === %q)) return false;
 			s.value = %q; return s.dispatchEvent(new Event("change")); })()`, id, value, value))
 		if err != nil || !ok {
@@ -228,16 +216,16 @@ func TestHTMLReportInBrowser(t *testing.T) {
 		t.Errorf("group filter rack2: rows %v, want [omen omen2]", got)
 	}
 	choose("f-group", "")
-	if err := b.Do(limit, chromedp.SendKeys(chromedp.CSS("#f-host"), "nuc")); err != nil {
+	if err := b.Do(browserLimit, chromedp.SendKeys(chromedp.CSS("#f-host"), "nuc")); err != nil {
 		t.Fatal(err)
 	}
 	if got := keys(rows()); !cmp.Equal(got, []string{"nuc1", "nuc2"}) {
 		t.Errorf("host filter nuc: rows %v, want [nuc1 nuc2]", got)
 	}
-	if _, err := browser.Eval[bool](b, limit, `(() => { const e = document.getElementById("f-host"); e.value = ""; return e.dispatchEvent(new Event("input")); })()`); err != nil {
+	if _, err := browser.Eval[bool](b, browserLimit, `(() => { const e = document.getElementById("f-host"); e.value = ""; return e.dispatchEvent(new Event("input")); })()`); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Do(limit, chromedp.Click(chromedp.CSS(`#counts button[data-status="unreachable"]`))); err != nil {
+	if err := b.Do(browserLimit, chromedp.Click(chromedp.CSS(`#counts button[data-status="unreachable"]`))); err != nil {
 		t.Fatal(err)
 	}
 	if got := keys(rows()); !cmp.Equal(got, []string{"nuc1"}) {
@@ -246,7 +234,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 
 	// The secret is in no part of the live page either (the DOM the
 	// script built, the data it read).
-	dom, err := browser.Eval[string](b, limit, `document.documentElement.outerHTML + JSON.stringify(window.ncReport) + location.href`)
+	dom, err := browser.Eval[string](b, browserLimit, `document.documentElement.outerHTML + JSON.stringify(window.ncReport) + location.href`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,19 +275,7 @@ func TestHTMLFleetPageInBrowser(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := browser.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	const limit = 30 * time.Second
-	if err := b.Do(limit, chromedp.Navigate("file://"+page), chromedp.WaitReady(chromedp.CSS("body[data-ready]"))); err != nil {
-		t.Fatalf("open the page: %v", err)
-	}
+	b := openReport(t, page)
 	type view struct {
 		Rows   int
 		Pageno string
@@ -308,7 +284,7 @@ func TestHTMLFleetPageInBrowser(t *testing.T) {
 	}
 	look := func() view {
 		t.Helper()
-		v, err := browser.Eval[view](b, limit, `({ rows: document.querySelectorAll("#grid tbody tr").length,
+		v, err := browser.Eval[view](b, browserLimit, `({ rows: document.querySelectorAll("#grid tbody tr").length,
 			pageno: (document.getElementById("pageno") || {}).textContent || "",
 			counts: Object.fromEntries([...document.querySelectorAll("#counts button")].map(e => [e.dataset.status || "all", e.querySelector(".n").textContent])),
 			first: (document.querySelector("#grid tbody tr") || { dataset: {} }).dataset.host || "" })`)
@@ -324,19 +300,19 @@ func TestHTMLFleetPageInBrowser(t *testing.T) {
 	if v.Rows != 100 || !strings.Contains(v.Pageno, "page 1 of 3") {
 		t.Errorf("first page: %d rows, %q; want 100 rows of page 1 of 3", v.Rows, v.Pageno)
 	}
-	if err := b.Do(limit, chromedp.Click(chromedp.CSS("#next"))); err != nil {
+	if err := b.Do(browserLimit, chromedp.Click(chromedp.CSS("#next"))); err != nil {
 		t.Fatal(err)
 	}
 	if v := look(); v.Rows != 100 || !strings.Contains(v.Pageno, "page 2 of 3") {
 		t.Errorf("after next: %d rows, %q; want page 2 of 3", v.Rows, v.Pageno)
 	}
-	if _, err := browser.Eval[bool](b, limit, `(() => { const s = document.getElementById("f-group"); s.value = "rack1"; return s.dispatchEvent(new Event("change")); })()`); err != nil {
+	if _, err := browser.Eval[bool](b, browserLimit, `(() => { const s = document.getElementById("f-group"); s.value = "rack1"; return s.dispatchEvent(new Event("change")); })()`); err != nil {
 		t.Fatal(err)
 	}
 	if v := look(); v.Rows != 100 || !strings.Contains(v.Pageno, "page 1 of 1") && v.Pageno != "" {
 		t.Errorf("group rack1: %d rows, %q; want its 100 hosts on one page", v.Rows, v.Pageno)
 	}
-	if err := b.Do(limit, chromedp.Click(chromedp.CSS(`#counts button[data-status="failed"]`)),
+	if err := b.Do(browserLimit, chromedp.Click(chromedp.CSS(`#counts button[data-status="failed"]`)),
 		chromedp.Click(chromedp.CSS(`#grid tbody tr[data-host="gpu007"] td.host button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#panel[data-host="gpu007"]`))); err != nil {
 		t.Fatal(err)
@@ -347,7 +323,7 @@ func TestHTMLFleetPageInBrowser(t *testing.T) {
 		Ctl   []string
 		Msg   string
 	}
-	h, err := browser.Eval[hostile](b, limit, `({ pwned: !!window.pwned, imgs: document.querySelectorAll("#panel img").length,
+	h, err := browser.Eval[hostile](b, browserLimit, `({ pwned: !!window.pwned, imgs: document.querySelectorAll("#panel img").length,
 		ctl: [...document.querySelectorAll("#panel .ctl")].map(e => e.textContent), msg: document.querySelector("#panel pre.msg").textContent })`)
 	if err != nil {
 		t.Fatal(err)
@@ -407,19 +383,7 @@ func TestHTMLProofFailedInBrowser(t *testing.T) {
 		t.Fatalf("the JSON report has %d proofs for %s, want nvidia and runc:\n%s", len(wantRows[broken]), broken, r)
 	}
 
-	b, err := browser.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	const limit = 30 * time.Second
-	if err := b.Do(limit, chromedp.Navigate("file://"+page), chromedp.WaitReady(chromedp.CSS("body[data-ready]"))); err != nil {
-		t.Fatalf("open the report: %v", err)
-	}
+	b := openReport(t, page)
 	type gridView struct {
 		Rows   map[string]string
 		Cells  map[string]string
@@ -427,7 +391,7 @@ func TestHTMLProofFailedInBrowser(t *testing.T) {
 		Counts map[string]string
 		Colour string
 	}
-	gv, err := browser.Eval[gridView](b, limit, `({
+	gv, err := browser.Eval[gridView](b, browserLimit, `({
 		rows: Object.fromEntries([...document.querySelectorAll("#grid tbody tr")].map(tr => [tr.dataset.host, tr.dataset.status])),
 		cells: Object.fromEntries([...document.querySelectorAll("#grid tbody tr")].map(tr => [tr.dataset.host, tr.querySelector("td.cell").className])),
 		titles: Object.fromEntries([...document.querySelectorAll("#grid tbody tr")].map(tr => [tr.dataset.host, tr.querySelector("td.cell").title])),
@@ -450,7 +414,7 @@ func TestHTMLProofFailedInBrowser(t *testing.T) {
 		t.Errorf("counts at the top (-want +got):\n%s", d)
 	}
 
-	if err := b.Do(limit, chromedp.Click(chromedp.CSS(`#grid tbody tr[data-host="`+broken+`"] td.host button`)),
+	if err := b.Do(browserLimit, chromedp.Click(chromedp.CSS(`#grid tbody tr[data-host="`+broken+`"] td.host button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#panel[data-host="`+broken+`"]`))); err != nil {
 		t.Fatalf("click %s: %v", broken, err)
 	}
@@ -462,7 +426,7 @@ func TestHTMLProofFailedInBrowser(t *testing.T) {
 	}
 	panel := func() panelView {
 		t.Helper()
-		pv, err := browser.Eval[panelView](b, limit, `(() => { const p = document.getElementById("panel"); return {
+		pv, err := browser.Eval[panelView](b, browserLimit, `(() => { const p = document.getElementById("panel"); return {
 			status: p.dataset.status, todo: document.getElementById("todo").innerText,
 			rows: [...p.querySelectorAll("table.proofs tr.proof")].map(tr => ({ what: tr.querySelector(".what").textContent,
 				status: tr.dataset.status, reason: tr.querySelector(".reason").textContent, via: tr.querySelector(".via").textContent })),
@@ -493,7 +457,7 @@ func TestHTMLProofFailedInBrowser(t *testing.T) {
 		t.Errorf("rows marked bad: %v, want only runtime nvidia", pv.Bad)
 	}
 
-	if err := b.Do(limit, chromedp.Click(chromedp.CSS(`#grid tbody tr[data-host="`+fine+`"] td.host button`)),
+	if err := b.Do(browserLimit, chromedp.Click(chromedp.CSS(`#grid tbody tr[data-host="`+fine+`"] td.host button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#panel[data-host="`+fine+`"]`))); err != nil {
 		t.Fatalf("click %s: %v", fine, err)
 	}
@@ -506,4 +470,26 @@ func TestHTMLProofFailedInBrowser(t *testing.T) {
 			t.Errorf("%s: %+v, want proved", fine, row)
 		}
 	}
+}
+
+// browserLimit bounds each step the tests ask of the browser.
+const browserLimit = 30 * time.Second
+
+// openReport opens page in a fresh headless Chromium, closed when the test
+// ends, and waits until the report's script says it has drawn the page.
+func openReport(t *testing.T, page string) *browser.Browser {
+	t.Helper()
+	b, err := browser.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := b.Do(browserLimit, chromedp.Navigate("file://"+page), chromedp.WaitReady(chromedp.CSS("body[data-ready]"))); err != nil {
+		t.Fatalf("open the report %s: %v", page, err)
+	}
+	return b
 }

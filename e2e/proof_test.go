@@ -16,15 +16,18 @@ import (
 
 // proofGenerations are the containerd generations the proof by pod is
 // proved on (issue 26: 1.6, 1.7 and 2.x).
-var proofGenerations = []struct {
+var proofGenerations = []proofGeneration{
+	{"1.6", labtest.Containerd16, 2, "io.containerd.grpc.v1.cri"},
+	{"1.7", labtest.Containerd17, 2, "io.containerd.grpc.v1.cri"},
+	{"2.x", labtest.Containerd2, 3, "io.containerd.cri.v1.runtime"},
+}
+
+// proofGeneration is one containerd generation a proof test runs on.
+type proofGeneration struct {
 	name    string
 	gen     labtest.Generation
 	version int // config version the generation's own files use
 	plugin  string
-}{
-	{"1.6", labtest.Containerd16, 2, "io.containerd.grpc.v1.cri"},
-	{"1.7", labtest.Containerd17, 2, "io.containerd.grpc.v1.cri"},
-	{"2.x", labtest.Containerd2, 3, "io.containerd.cri.v1.runtime"},
 }
 
 // proofJSON is what these tests read of a JSON report.
@@ -475,33 +478,16 @@ func TestProofKilledMidProof(t *testing.T) {
 			t.Parallel()
 			l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", ContainerdBin: labtest.Containerd(t, g.gen)})
 			node := l.Nodes[0].Name
-			if err := os.MkdirAll(l.NodePath(node, "/etc/containerd/conf.d"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(l.NodePath(node, "/etc/containerd/config.toml"), []byte(faultBase(g.version, g.plugin)), 0o644); err != nil {
-				t.Fatal(err)
-			}
 			// The nvidia stand-in holds the proof while a block file exists, at
 			// the point where its sandbox is READY and being stopped.
-			tk := l.NodePath(node, "/usr/local/nvidia/toolkit")
-			stand := filepath.Join(tk, "nvidia-container-runtime")
-			good, err := os.ReadFile(stand)
-			if err != nil {
-				t.Fatal(err)
-			}
-			hold := strings.Replace(string(good), "exec runc", `case " $* " in *" kill "*)
+			tk, fault := faultyNvidiaNode(t, l, node, g)
+			fault(`case " $* " in *" kill "*)
 	if [ -e /usr/local/nvidia/toolkit/block ]; then
 		: >/usr/local/nvidia/toolkit/blocked
 		while [ -e /usr/local/nvidia/toolkit/block ]; do sleep 0.1; done
 	fi ;;
 esac
-exec runc`, 1)
-			if hold == string(good) {
-				t.Fatalf("the nvidia stand-in has no `exec runc` to hold at:\n%s", good)
-			}
-			if err := os.WriteFile(stand, []byte(hold), 0o755); err != nil {
-				t.Fatal(err)
-			}
+`)
 			if err := os.WriteFile(filepath.Join(tk, "block"), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -543,33 +529,16 @@ func TestProofTimesOutMidProof(t *testing.T) {
 			t.Parallel()
 			l := labtest.Start(t, labtest.Options{Nodes: 1, Scenario: "clean", ContainerdBin: labtest.Containerd(t, g.gen)})
 			node := l.Nodes[0].Name
-			if err := os.MkdirAll(l.NodePath(node, "/etc/containerd/conf.d"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(l.NodePath(node, "/etc/containerd/config.toml"), []byte(faultBase(g.version, g.plugin)), 0o644); err != nil {
-				t.Fatal(err)
-			}
 			// The nvidia stand-in's first create hangs until the test
 			// releases it: a runtime that does not answer.
-			tk := l.NodePath(node, "/usr/local/nvidia/toolkit")
-			stand := filepath.Join(tk, "nvidia-container-runtime")
-			good, err := os.ReadFile(stand)
-			if err != nil {
-				t.Fatal(err)
-			}
-			hang := strings.Replace(string(good), "exec runc", `case " $* " in *" create "*)
+			tk, fault := faultyNvidiaNode(t, l, node, g)
+			fault(`case " $* " in *" create "*)
 	if [ ! -e /usr/local/nvidia/toolkit/hung ]; then
 		: >/usr/local/nvidia/toolkit/hung
 		while [ ! -e /usr/local/nvidia/toolkit/release ]; do sleep 0.1; done
 	fi ;;
 esac
-exec runc`, 1)
-			if hang == string(good) {
-				t.Fatalf("the nvidia stand-in has no `exec runc` to hang at:\n%s", good)
-			}
-			if err := os.WriteFile(stand, []byte(hang), 0o755); err != nil {
-				t.Fatal(err)
-			}
+`)
 			pb := writePlaybook(t, strings.Replace(faultPlaybook, "timeout: 30s", "timeout: 15s", 1))
 			dropin := dropinVar(fmt.Sprintf("version = %d\n", g.version))
 			before := l.HashTree(t, node)
@@ -610,16 +579,13 @@ exec runc`, 1)
 			// then the runtime's kill takes 25s, past the 15s deadline.
 			// The proof still removes it (a fresh, bounded context)
 			// before the run ends.
-			slow := strings.Replace(string(good), "exec runc", `case " $* " in *" kill "*)
+			fault(`case " $* " in *" kill "*)
 	if [ ! -e /usr/local/nvidia/toolkit/slow-kill ]; then
 		: >/usr/local/nvidia/toolkit/slow-kill
 		sleep 25
 	fi ;;
 esac
-exec runc`, 1)
-			if err := os.WriteFile(stand, []byte(slow), 0o755); err != nil {
-				t.Fatal(err)
-			}
+`)
 			r, _ = ncBounded(t, 3*time.Minute, append([]string{"apply", "--check", "--prove", "-e", dropin}, labArgs(l, pb)...)...)
 			wantCode(t, r, 1)
 			if !strings.Contains(r.stdout, "runtime nvidia FAILED") || !strings.Contains(r.stdout, "deadline") {
@@ -691,6 +657,37 @@ func TestFaultDaemonDiesAfterGate(t *testing.T) {
 				t.Errorf("containerd is %s after the run", st)
 			}
 		})
+	}
+}
+
+// faultyNvidiaNode gives node the fault tests' base config (conf.d
+// imported) and returns the toolkit's directory on the host (where the
+// faults' marker files are) and a function that puts shell before the
+// nvidia stand-in's `exec runc`, replacing any fault set before: a test
+// holds, hangs or slows the runtime at a call it chooses.
+func faultyNvidiaNode(t *testing.T, l *labtest.Lab, node string, g proofGeneration) (string, func(snippet string)) {
+	t.Helper()
+	if err := os.MkdirAll(l.NodePath(node, "/etc/containerd/conf.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(l.NodePath(node, "/etc/containerd/config.toml"), []byte(faultBase(g.version, g.plugin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tk := l.NodePath(node, "/usr/local/nvidia/toolkit")
+	stand := filepath.Join(tk, "nvidia-container-runtime")
+	good, err := os.ReadFile(stand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk, func(snippet string) {
+		t.Helper()
+		faulty := strings.Replace(string(good), "exec runc", snippet+"exec runc", 1)
+		if faulty == string(good) {
+			t.Fatalf("the nvidia stand-in has no `exec runc` to put the fault before:\n%s", good)
+		}
+		if err := os.WriteFile(stand, []byte(faulty), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

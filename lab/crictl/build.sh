@@ -17,27 +17,11 @@ if [ $# -ne 1 ]; then
 	echo "usage: $0 OUT" >&2
 	exit 2
 fi
-
 here=$(cd "$(dirname "$0")" && pwd)
 pkg=sigs.k8s.io/cri-tools
-version=$(awk -v m="$pkg" '($1 == m) || ($1 == "require" && $2 == m) { print ($1 == m) ? $2 : $3 }' "$here/go.mod")
-if [ -z "$version" ]; then
-	echo "$0: cannot find the $pkg version in $here/go.mod" >&2
-	exit 1
-fi
-
-case $1 in
-/*) out=$1 ;;
-*) out=$(pwd)/$1 ;;
-esac
-mkdir -p "$(dirname "$out")"
-exec 9>"$out.lock"
-flock 9
-# shellcheck disable=SC3013 # -nt: every sh the lab runs on (dash, bash, busybox) has it
-if [ -e "$out" ] && [ "$out" -nt "$here/go.mod" ]; then
-	echo "$0: $out is up to date" >&2
-	exit 0
-fi
+# shellcheck source=lab/gotool.sh
+. "$here/../gotool.sh"
+gotool_prepare "$here" "$pkg" "$1"
 # -buildvcs=false: the enclosing git repo is nodeconverge's.
 (cd "$here" && CGO_ENABLED=0 nice -n 10 go build -mod=readonly -buildvcs=false -trimpath \
 	-ldflags "-s -w -X $pkg/pkg/version.Version=$version" \
