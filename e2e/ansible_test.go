@@ -101,8 +101,9 @@ control_path_dir = `+filepath.Join(dir, "cp")+`
 // with ansible-playbook on one fresh lab and with nodeconverge apply on
 // another, twice each, and asserts the same recap per host (ok, changed,
 // failed, skipped, ignored) on the first run and on the second; for a
-// playbook with roles, also the same files on the nodes afterwards and
-// nothing changed by the second run. Before
+// playbook with roles, also the same node state afterwards (files and
+// their modes, loaded kernel modules, each unit's state, the node's sysctl
+// values) and nothing changed by the second run. Before
 // nodeconverge's first run, --check plans changes and leaves every node's
 // tree as it was.
 func TestAnsiblePlaybooks(t *testing.T) {
@@ -126,6 +127,9 @@ func TestAnsiblePlaybooks(t *testing.T) {
 			_, err := os.Stat(filepath.Join(filepath.Dir(pb), "roles"))
 			withRoles := err == nil
 			ansTrees, ncTrees := map[string]map[string]string{}, map[string]map[string]string{}
+			roleState := func(l *labtest.Lab, node string) map[string]string {
+				return labNodeState(t, l, node, labUnits(t, l, node))
+			}
 			func() {
 				l := labtest.Start(t, labtest.Options{Nodes: 2, Scenario: "clean", NoContainerd: true})
 				for i := range ansOut {
@@ -133,7 +137,7 @@ func TestAnsiblePlaybooks(t *testing.T) {
 					ans[i] = parseRecap(t, ansOut[i], true)
 				}
 				for _, n := range l.Nodes {
-					ansTrees[n.Name] = l.HashTree(t, n.Name)
+					ansTrees[n.Name] = roleState(l, n.Name)
 				}
 			}()
 			func() {
@@ -160,12 +164,12 @@ func TestAnsiblePlaybooks(t *testing.T) {
 					ncr[i] = parseRecap(t, ncOut[i], false)
 				}
 				for _, n := range l.Nodes {
-					ncTrees[n.Name] = l.HashTree(t, n.Name)
+					ncTrees[n.Name] = roleState(l, n.Name)
 				}
 			}()
 			if withRoles {
 				if d := cmp.Diff(ansTrees, ncTrees); d != "" {
-					t.Errorf("the nodes' files differ (-ansible-playbook +nodeconverge):\n%s", d)
+					t.Errorf("the nodes differ (files, modules, units, sysctl values; -ansible-playbook +nodeconverge):\n%s\n--- ansible\n%s\n--- nodeconverge\n%s", d, ansOut[1], ncOut[1])
 				}
 				for host, c := range ans[1] {
 					if c.Changed != 0 || ncr[1][host].Changed != 0 {
@@ -237,4 +241,25 @@ func sortHosts(s string) string {
 		i = j - 1
 	}
 	return strings.Join(lines, "\n")
+}
+
+// labUnits names the units a node has of its own (the unit files under its
+// /etc/systemd/system and /run/systemd/system) and containerd: the units
+// whose states a role can change in the lab.
+func labUnits(t *testing.T, l *labtest.Lab, node string) []string {
+	t.Helper()
+	units := []string{"containerd"}
+	for _, dir := range []string{"etc/systemd/system", "run/systemd/system"} {
+		ents, err := os.ReadDir(filepath.Join(l.Dir, "nodes", node, dir))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if name, ok := strings.CutSuffix(e.Name(), ".service"); ok && !e.IsDir() {
+				units = append(units, name)
+			}
+		}
+	}
+	sort.Strings(units[1:])
+	return units
 }

@@ -27,6 +27,13 @@ var prepUnits = []string{"gpu-exporter", "gpu-setup", "labd", "oldd", "oldd-neve
 // is-active and is-enabled, and how many times systemd reloaded units.
 func prepState(t *testing.T, l *labtest.Lab, node string) map[string]string {
 	t.Helper()
+	return labNodeState(t, l, node, prepUnits)
+}
+
+// labNodeState is prepState with the units to read given, and the node's own
+// sysctl values (the inotify files the lab bind-mounts over /proc/sys).
+func labNodeState(t *testing.T, l *labtest.Lab, node string, units []string) map[string]string {
+	t.Helper()
 	root := filepath.Join(l.Dir, "nodes", node)
 	out := map[string]string{}
 	backups := 0
@@ -88,7 +95,14 @@ func prepState(t *testing.T, l *labtest.Lab, node string) map[string]string {
 	}
 	sort.Strings(names)
 	out["modules"] = strings.Join(names, "; ")
-	for _, u := range prepUnits {
+	for _, k := range []string{"max_user_instances", "max_user_watches"} {
+		v, err := os.ReadFile(filepath.Join(root, "proc", "sys", "fs", "inotify", k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["sysctl fs.inotify."+k] = strings.TrimSpace(string(v))
+	}
+	for _, u := range units {
 		active, _ := l.TryExec(node, "systemctl", "is-active", u)
 		enabled, _ := l.TryExec(node, "systemctl", "is-enabled", u)
 		out["unit "+u] = strings.TrimSpace(active) + " " + strings.TrimSpace(enabled)
