@@ -19,10 +19,10 @@ import (
 
 // counts is one host's line of a recap, in Ansible's terms: ok counts
 // every task that did not fail or skip (changed ones too).
-type counts struct{ OK, Changed, Unreachable, Failed, Skipped, Ignored int }
+type counts struct{ OK, Changed, Unreachable, Failed, Skipped, Rescued, Ignored int }
 
 func (c counts) String() string {
-	return fmt.Sprintf("ok=%d changed=%d unreachable=%d failed=%d skipped=%d ignored=%d", c.OK, c.Changed, c.Unreachable, c.Failed, c.Skipped, c.Ignored)
+	return fmt.Sprintf("ok=%d changed=%d unreachable=%d failed=%d skipped=%d rescued=%d ignored=%d", c.OK, c.Changed, c.Unreachable, c.Failed, c.Skipped, c.Rescued, c.Ignored)
 }
 
 var recapLine = regexp.MustCompile(`(?m)^(\S+)\s+:\s+(ok=\d+.*)$`)
@@ -53,6 +53,8 @@ func parseRecap(t *testing.T, out string, ansible bool) map[string]counts {
 				c.Failed = n
 			case "skipped":
 				c.Skipped = n
+			case "rescued":
+				c.Rescued = n
 			case "ignored":
 				c.Ignored = n
 			}
@@ -124,8 +126,10 @@ func TestAnsiblePlaybooks(t *testing.T) {
 			// A playbook that runs roles is also compared by the files it
 			// leaves on the nodes, and must change nothing the second
 			// time under either tool.
+			// So is one with a compare-files marker.
 			_, err := os.Stat(filepath.Join(filepath.Dir(pb), "roles"))
-			withRoles := err == nil
+			_, merr := os.Stat(filepath.Join(filepath.Dir(pb), "compare-files"))
+			withRoles := err == nil || merr == nil
 			ansTrees, ncTrees := map[string]map[string]string{}, map[string]map[string]string{}
 			roleState := func(l *labtest.Lab, node string) map[string]string {
 				return labNodeState(t, l, node, labUnits(t, l, node))

@@ -341,6 +341,11 @@ func list(w io.Writer, o ApplyOptions, inv *inventory.Inventory, books map[strin
 				b.WriteString("    tasks:\n")
 				var inc *playbook.Include
 				for _, t := range p.Tasks {
+					if t.OnFailure() {
+						// Ansible lists a block's own tasks, not its
+						// rescue: or always:.
+						continue
+					}
 					// A role's task is "role : name", as Ansible lists it;
 					// Ansible lists a task's tags sorted. A dynamic
 					// include's tasks are listed as the include, once.

@@ -60,8 +60,8 @@ var moduleHints = map[string]string{
 // taskKeywordHints maps Ansible task keywords nodeconverge does not run to
 // what to do instead.
 var taskKeywordHints = map[string]string{
-	"rescue":             "not supported: a failure after a write rolls the host back; list the tasks in the play",
-	"always":             "not supported: list the tasks in the play",
+	"rescue":             "not supported on a task: only a block takes it (block: with the tasks, then rescue:)",
+	"always":             "not supported on a task: only a block takes it (block: with the tasks, then always:)",
 	"delegate_to":        "not supported: every task runs on the host it converges",
 	"delegate_facts":     "not supported: nodeconverge does not gather facts",
 	"local_action":       "not supported: every task runs on the host it converges",

@@ -115,6 +115,57 @@ type Task struct {
 	// Ansible reads its tasks only when it runs, so --list-tasks shows the
 	// include itself, as ansible-playbook does.
 	IncludedBy *Include
+	// Block is the innermost block with a rescue: or always: section the
+	// task is in, nil when there is none; Section says which of its
+	// sections (a block with neither is only its keywords, given to its
+	// tasks at load).
+	Block   *Block
+	Section Section
+}
+
+// Section is a part of a block: its tasks, its rescue: or its always:.
+type Section int
+
+// The sections of a block, in the order they run.
+const (
+	InBlock Section = iota
+	InRescue
+	InAlways
+)
+
+// Block is a block with a rescue: or always: section, as Ansible runs
+// it: its rescue runs on a host where one of its tasks failed, and its
+// always runs on every host that reached it. Its tasks are in the play's
+// task list (Task.Block); the runner tracks each host's state in it.
+type Block struct {
+	Pos Pos
+	// Parent is the block this one is in (Within its sections), nil at
+	// the top of the play.
+	Parent *Block
+	Within Section
+}
+
+// Chain calls f for each block t is in, innermost first, with the
+// section of it t is in, until f returns false.
+func (t *Task) Chain(f func(b *Block, sec Section) bool) {
+	b, sec := t.Block, t.Section
+	for b != nil {
+		if !f(b, sec) {
+			return
+		}
+		b, sec = b.Parent, b.Within
+	}
+}
+
+// OnFailure says t is in a rescue: or always: section (of any block it is
+// in): ansible-playbook --list-tasks lists only blocks' own tasks.
+func (t *Task) OnFailure() bool {
+	out := false
+	t.Chain(func(_ *Block, sec Section) bool {
+		out = sec != InBlock
+		return !out
+	})
+	return out
 }
 
 // Include is a dynamic include as --list-tasks shows it.
@@ -208,6 +259,10 @@ type loader struct {
 	rolesSeen     map[string]bool
 	handlersSeen  map[string]bool
 	extraHandlers []*Task
+	// blk and sec are the block with rescue:/always: being read and the
+	// section of it (Task.Block).
+	blk *Block
+	sec Section
 }
 
 // add records a problem and goes on.
@@ -671,7 +726,7 @@ func (l *loader) task(n *yaml.Node, handler bool) *Task {
 		return nil
 	}
 	before := len(l.errs)
-	t := &Task{Pos: posOf(l.file, v), Handler: handler, searchDirs: l.searchDirs()}
+	t := &Task{Pos: posOf(l.file, v), Handler: handler, searchDirs: l.searchDirs(), Block: l.blk, Section: l.sec}
 	seen := map[string]bool{}
 	var modKey, modVal, argsKey, argsVal *yaml.Node
 	// refused says a key already stood for the module or the structure

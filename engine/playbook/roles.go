@@ -119,6 +119,8 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 	var in inherit
 	var name string
 	var ownTags []string
+	// rescue and always are a block's other sections.
+	var rescue, always *yaml.Node
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, x := yamlx.Deref(v.Content[i]), v.Content[i+1]
 		if k == key || k == nil {
@@ -155,7 +157,16 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 		case "vars":
 			in.vars, err = l.vars(x)
 		case "rescue", "always":
-			err = nodeErr(l.file, k, "%s: not supported yet: a failure after a write rolls the host back; list the tasks in the play", k.Value)
+			switch {
+			case kind != "block":
+				err = nodeErr(l.file, k, "%s: only a block takes it (block: with its tasks, then %s:)", k.Value, k.Value)
+			case handler:
+				err = nodeErr(l.file, k, "%s in a handler's block: not supported: a failed handler fails its host; write the handler's tasks without it", k.Value)
+			case k.Value == "rescue":
+				rescue = x
+			default:
+				always = x
+			}
 		case "apply":
 			if kind != "include_tasks" && kind != "include_role" {
 				err = nodeErr(l.file, k, "apply: only include_tasks and include_role take it")
@@ -182,7 +193,21 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 	var out []*Task
 	switch kind {
 	case "block":
-		out = l.tasks(val, handler)
+		if rescue == nil && always == nil {
+			out = l.tasks(val, handler)
+			break
+		}
+		b := &Block{Pos: posOf(l.file, v), Parent: l.blk, Within: l.sec}
+		saved, savedSec := l.blk, l.sec
+		l.blk = b
+		for _, part := range []struct {
+			n   *yaml.Node
+			sec Section
+		}{{val, InBlock}, {rescue, InRescue}, {always, InAlways}} {
+			l.sec = part.sec
+			out = append(out, l.tasks(part.n, handler)...)
+		}
+		l.blk, l.sec = saved, savedSec
 	case "import_tasks", "include_tasks":
 		file, err := l.str(val, kind)
 		if m := yamlx.Deref(val); m != nil && m.Kind == yaml.MappingNode {

@@ -275,6 +275,9 @@ func (h *Human) Done(r *Run) {
 		rc := r.Recap[host]
 		fmt.Fprintf(&b, "%-*s : ok=%d changed=%d unreachable=%d failed=%d skipped=%d",
 			width, safetext.Name(host), rc.OK, rc.Changed, rc.Unreachable, rc.Failed, rc.Skipped)
+		if rc.Rescued > 0 {
+			fmt.Fprintf(&b, " rescued=%d", rc.Rescued)
+		}
 		if rc.Ignored > 0 {
 			fmt.Fprintf(&b, " ignored=%d", rc.Ignored)
 		}

@@ -57,6 +57,10 @@ type TaskResult struct {
 	// kept the host in the play; the recap counts it as ignored, not
 	// failed.
 	Ignored bool `json:"ignored,omitempty"`
+	// Rescued says the task failed inside a block whose rescue: took the
+	// failure over; the recap counts it as rescued, not failed, as
+	// Ansible's does.
+	Rescued bool `json:"rescued,omitempty"`
 	// NoLog says the task has `no_log: true`: every view shows only its
 	// status (Shown), never its arguments, plan, diff, output or message.
 	NoLog bool `json:"no_log,omitempty"`
@@ -115,6 +119,8 @@ type Recap struct {
 	Skipped     int `json:"skipped"`
 	// Ignored counts failures whose task had ignore_errors.
 	Ignored int `json:"ignored,omitempty"`
+	// Rescued counts failures a block's rescue: took over.
+	Rescued int `json:"rescued,omitempty"`
 }
 
 // Run is everything one invocation did or planned.
@@ -179,9 +185,12 @@ func (r *Run) Add(tr *TaskResult) {
 	case Changed:
 		rc.Changed++
 	case Failed:
-		if tr.Ignored {
+		switch {
+		case tr.Ignored:
 			rc.Ignored++
-		} else {
+		case tr.Rescued:
+			rc.Rescued++
+		default:
 			rc.Failed++
 		}
 	case Unreachable:

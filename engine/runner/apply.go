@@ -81,12 +81,18 @@ func (r *runner) planFrom(ctx context.Context, s *hostRun, p *playbook.Play, fro
 			unknown[n] = true
 		}
 	}
-	for _, t := range p.Tasks[from:] {
+	for i, t := range p.Tasks[from:] {
 		delete(s.plans, t)
 		delete(s.planErrs, t)
 		m, ok := lookup(t)
 		if !ok {
 			return &planFailure{task: t, err: fmt.Errorf("module %q is not registered", t.Module)}
+		}
+		if !r.blockRuns(s, t) {
+			// A rescue runs only after a failure: it is planned when
+			// the host reaches it, after the failure.
+			later(t)
+			continue
 		}
 		if readsRegistered(t, unknown) {
 			later(t)
@@ -122,6 +128,17 @@ func (r *runner) planFrom(ctx context.Context, s *hostRun, p *playbook.Play, fro
 					predicted[t.Register] = map[string]any{"changed": false, "failed": true, "skipped": false}
 				}
 				continue
+			}
+			if r.guarded(t) {
+				// A block's rescue or always takes the failure over
+				// when the host reaches the task: what runs after it
+				// is planned then (blocks.go).
+				s.planErrs[t] = err
+				for _, rest := range p.Tasks[from+i+1:] {
+					delete(s.plans, rest)
+					delete(s.planErrs, rest)
+				}
+				return nil
 			}
 			return &planFailure{task: t, err: err}
 		}
@@ -183,7 +200,9 @@ func (r *runner) runStep(ctx context.Context, s *hostRun, tr *report.TaskResult,
 		r.judge(s, p, st.task, tr)
 		s.judged = true
 	}
-	if (tr.Status == report.Failed && !tr.Ignored) || tr.Status == report.Unreachable {
+	if (tr.Status == report.Failed && !tr.Ignored && (!r.guarded(st.task) || cutShort(ctx))) || tr.Status == report.Unreachable {
+		// A failure a block's rescue or always takes over rolls
+		// nothing back yet (blocks.go).
 		if cutShort(ctx) {
 			// Say why the step's context ended, not only that it did.
 			tr.Msg = strings.ReplaceAll(tr.Msg, context.Canceled.Error(), context.Cause(ctx).Error())

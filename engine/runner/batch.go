@@ -85,6 +85,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 				return
 			}
 		}
+		var prev *playbook.Task
 		for ti, t := range p.Tasks {
 			if len(active) == 0 {
 				break
@@ -98,17 +99,41 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 				}
 				return
 			}
-			results := r.runTask(ctx, p, t, active, become, nil)
-			var still []*hostRun
+			var failedHere int
+			active, failedHere = r.leaveBlocks(ctx, prev, t, active)
+			failedInBatch += failedHere
+			prev = t
+			// A block's rescue runs only where one of its tasks failed,
+			// its tasks only where none did yet (blocks.go).
+			var hs []*hostRun
+			for _, s := range active {
+				if r.blockRuns(s, t) {
+					hs = append(hs, s)
+				}
+			}
+			if len(hs) == 0 {
+				continue
+			}
+			results := r.runTask(ctx, p, t, hs, become, nil)
+			still := make([]*hostRun, 0, len(active))
+			for _, s := range active {
+				if !r.blockRuns(s, t) {
+					still = append(still, s)
+				}
+			}
 			for i, tr := range results {
 				switch tr.Status {
 				case report.Failed, report.Unreachable:
 					if tr.Ignored {
-						still = append(still, active[i])
+						still = append(still, hs[i])
 						continue
 					}
-					active[i].out = true
-					if countsAsFailure(tr, active[i]) {
+					if tr.Status == report.Failed && r.catch(hs[i], blameOf(hs[i], t), tr) {
+						still = append(still, hs[i])
+						continue
+					}
+					hs[i].out = true
+					if countsAsFailure(tr, hs[i]) {
 						failedInBatch++
 					}
 					continue
@@ -129,9 +154,9 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 						notified[hn][tr.Host] = append(notified[hn][tr.Host], why)
 					}
 				}
-				still = append(still, active[i])
+				still = append(still, hs[i])
 			}
-			active = still
+			active = inOrder(active, still)
 			if msg := failLimit(p, failedInBatch, size); msg != "" {
 				r.run.AddError(fmt.Sprintf("play %q: %s", p.Name, msg))
 				stopped = true
@@ -141,6 +166,17 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 					active = r.rollbackUnfinished(ctx, p, active, "the play stopped (max_fail_percentage) before this host ran every task")
 				}
 				break
+			}
+		}
+		if !stopped && !r.stopped() {
+			// The play's last blocks end: a failure an always ran for
+			// fails its host now.
+			var failedHere int
+			active, failedHere = r.leaveBlocks(ctx, prev, nil, active)
+			failedInBatch += failedHere
+			if msg := failLimit(p, failedInBatch, size); msg != "" {
+				r.run.AddError(fmt.Sprintf("play %q: %s", p.Name, msg))
+				stopped = true
 			}
 		}
 		// Handlers run even after a max_fail stop on the hosts that are
@@ -474,7 +510,7 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 			}
 		}
 		why, a, derr := r.decide(s, p, t, s.registered)
-		s.judged = false
+		s.judged, s.blame = false, nil
 		switch {
 		case r.stopped():
 			tr = r.notStarted(tr)
@@ -504,6 +540,10 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 		if r.save != nil {
 			r.save.result(p, t, tr)
 		}
+		if tr.Status == report.Failed && !tr.Ignored {
+			// A failure a block's rescue catches is counted as rescued.
+			tr.Rescued = r.rescues(blameOf(s, t))
+		}
 		tr.Duration = time.Since(start)
 		results[i] = tr
 		r.run.Add(tr)
@@ -512,6 +552,30 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 		}
 	})
 	return results
+}
+
+// inOrder is the hosts of keep in the order of all.
+func inOrder(all, keep []*hostRun) []*hostRun {
+	in := make(map[*hostRun]bool, len(keep))
+	for _, s := range keep {
+		in[s] = true
+	}
+	out := make([]*hostRun, 0, len(keep))
+	for _, s := range all {
+		if in[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// blameOf is the task a failure on s belongs to: t, or the later task
+// planning found would fail (hostRun.blame).
+func blameOf(s *hostRun, t *playbook.Task) *playbook.Task {
+	if s.blame != nil {
+		return s.blame
+	}
+	return t
 }
 
 func dedupe(in []string) []string {

@@ -51,9 +51,10 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostRun,
 	switch {
 	case ok:
 		r.runStep(ctx, s, tr, st)
-	case undo:
+	case undo && (!r.guarded(blameOf(s, t)) || cutShort(ctx)):
 		// A failure after an earlier task's write: the host's run is
-		// undone, as after a failed step.
+		// undone, as after a failed step (unless a block's rescue or
+		// always takes the failure over: blocks.go).
 		r.rollback(ctx, s, tr)
 	}
 }
@@ -96,6 +97,7 @@ func (r *runner) stepOf(ctx context.Context, tr *report.TaskResult, s *hostRun, 
 		s.replan = false
 		if f := r.planFrom(ctx, s, p, taskIndex(p, t)); f != nil {
 			r.planFailed(tr, f, fmt.Sprintf("planned again after %s ran, on the node as it is now:", quoteList(s.ran)))
+			s.blame = f.task
 			return step{}, false, true
 		}
 	}
@@ -109,6 +111,7 @@ func (r *runner) stepOf(ctx context.Context, tr *report.TaskResult, s *hostRun, 
 		// not foresee is planned now, on the node as it is.
 		if f := r.planFrom(ctx, s, p, taskIndex(p, t)); f != nil {
 			r.planFailed(tr, f, "planned when the host reached it:")
+			s.blame = f.task
 			return step{}, false, true
 		}
 		if err, ok := s.planErrs[t]; ok {

@@ -109,6 +109,13 @@ type hostRun struct {
 	// verified says a saved plan's fingerprints were proved on the host
 	// (planSaved).
 	verified bool
+	// blocks are the host's states in the blocks with rescue:/always:
+	// it is in (blocks.go); failedBy the failure that leaves the last of
+	// them. blame is the task the current task's failure belongs to when
+	// it is another's (planned again, a later task would fail).
+	blocks   map[*playbook.Block]*blockRun
+	failedBy *report.TaskResult
+	blame    *playbook.Task
 }
 
 // retire ends the run for hosts that are done: it releases each one's

@@ -40,6 +40,11 @@ func registeredNames(p *playbook.Play) map[string]bool {
 		for _, n := range t.Sets {
 			out[n] = true
 		}
+		if t.Block != nil {
+			// A rescue's failure variables are the host's once a task
+			// of its block failed there (blocks.go).
+			out["ansible_failed_task"], out["ansible_failed_result"] = true, true
+		}
 	}
 	return out
 }

@@ -132,6 +132,8 @@ type runner struct {
 	// is the plan a saved-plan run applies (ApplySaved).
 	save  *saver
 	saved *savedRun
+	// blockHas are the sections of the plays' blocks (blocks.go).
+	blockHas map[*playbook.Block]sections
 }
 
 // Run executes the plays and returns what happened. It returns an error only
@@ -185,6 +187,7 @@ func (r *runner) setPlays(plays []*playbook.Play, targets map[*playbook.Play][]*
 			r.last[h.Name] = p
 		}
 		r.tally[p] = &playTally{size: len(targets[p])}
+		r.setBlocks(p)
 	}
 }
 

@@ -21,6 +21,13 @@ import (
 // ApplySaved walks the same plays with it. The plan is nil, with an error,
 // when the run was interrupted: its hosts were planned part way.
 func Plan(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play, playbooks []string, o Options) (*report.Run, *savedplan.Plan, error) {
+	for _, p := range plays {
+		for _, t := range p.Tasks {
+			if t.Block != nil {
+				return nil, nil, fmt.Errorf("%s: a block with rescue: or always: cannot be saved in a plan: which of its tasks run is known only when they run; apply the playbook itself", t.Block.Pos)
+			}
+		}
+	}
 	o.Check = true
 	// Every host's plan is kept until the end: nothing is dropped.
 	o.Drop = false
