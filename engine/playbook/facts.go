@@ -103,7 +103,7 @@ func (l *loader) checkFacts(p *Play) {
 		for _, tpl := range t.templates {
 			direct.factKeys = append(direct.factKeys, tpl.Attrs("ansible_facts")...)
 		}
-		for _, cs := range [][]*Cond{t.When, t.ChangedWhen, t.FailedWhen} {
+		for _, cs := range [][]*Cond{t.When, t.ChangedWhen, t.FailedWhen, t.Until} {
 			for _, c := range cs {
 				direct.factKeys = append(direct.factKeys, c.Expr.Attrs("ansible_facts")...)
 			}

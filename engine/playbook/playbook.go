@@ -65,6 +65,16 @@ type Task struct {
 	// failed status from its result (and its registered variable).
 	ChangedWhen []*Cond
 	FailedWhen  []*Cond
+	// Until, when set, runs the task again until it holds (Ansible's
+	// until:, with the task's register being its latest result), at most
+	// Attempts times, Delay apart; command and shell only.
+	Until    []*Cond
+	Attempts int
+	Delay    time.Duration
+	// untilAt is where until: was written (checked once the module is
+	// known).
+	untilAt  *yaml.Node
+	delaySet bool
 	// Register names the variable the task's result is kept under for the
 	// later tasks of the host (rc, stdout, stderr, changed, failed...).
 	Register string
@@ -187,7 +197,7 @@ type Cond struct {
 // Names are the variables the task's conditions and arguments read.
 func (t *Task) Names() []string {
 	var out []string
-	for _, cs := range [][]*Cond{t.When, t.ChangedWhen, t.FailedWhen} {
+	for _, cs := range [][]*Cond{t.When, t.ChangedWhen, t.FailedWhen, t.Until} {
 		for _, c := range cs {
 			out = append(out, c.Expr.Names()...)
 		}
@@ -228,7 +238,7 @@ func (p *Play) AllTasks() []*Task {
 
 var playKeys = []string{"become", "environment", "gather_facts", "gather_subset", "gather_timeout", "handlers", "hosts", "max_fail_percentage", "name", "no_log", "post_tasks", "pre_tasks", "roles", "serial", "tasks", "vars"}
 
-var taskKeys = []string{"become", "become_user", "changed_when", "failed_when", "ignore_errors", "name", "no_log", "notify", "register", "tags", "timeout", "vars", "when"}
+var taskKeys = []string{"become", "become_user", "changed_when", "delay", "failed_when", "ignore_errors", "name", "no_log", "notify", "register", "retries", "tags", "timeout", "until", "vars", "when"}
 
 // fqcnPrefix is accepted in front of module names so playbooks written for
 // Ansible ("ansible.builtin.copy") load unchanged.
@@ -781,6 +791,7 @@ func (l *loader) task(n *yaml.Node, handler bool) *Task {
 	if handler && t.Name == "" {
 		l.add(nodeErr(l.file, v, "handler needs a name: notify finds handlers by name"))
 	}
+	l.checkUntil(t)
 	if modKey != nil && argsKey != nil {
 		var err error
 		if modVal, err = l.mergeArgs(modVal, argsKey, argsVal); err != nil {
@@ -862,6 +873,36 @@ func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool,
 		t.ChangedWhen, err = l.conds(val, "changed_when")
 	case "failed_when":
 		t.FailedWhen, err = l.conds(val, "failed_when")
+	case "until":
+		t.Until, err = l.conds(val, "until")
+		t.untilAt = k
+		if t.Attempts == 0 {
+			// Ansible's default: three attempts.
+			t.Attempts = 3
+		}
+		if err == nil && len(t.Until) == 0 {
+			err = nodeErr(l.file, val, "until: give the condition the task is run again until")
+		}
+	case "retries":
+		var n int
+		if n, err = l.count(val, "retries", maxRetries); err == nil {
+			// Ansible runs the task once, then retries that many times;
+			// a retries of 0 or less is one attempt.
+			t.Attempts = max(n, 0) + 1
+			if n <= 0 {
+				t.Attempts = 1
+			}
+		}
+	case "delay":
+		var n int
+		if n, err = l.count(val, "delay", maxDelay); err == nil {
+			if n < 0 {
+				// Ansible's delay for a negative one.
+				n = 1
+			}
+			t.Delay = time.Duration(n) * time.Second
+			t.delaySet = true
+		}
 	case "register":
 		t.Register, err = l.str(val, "register")
 		if err == nil && !varNameRe.MatchString(t.Register) {
@@ -1201,4 +1242,48 @@ func (p *Play) Batches(n int) [][]int {
 		out = append(out, b)
 	}
 	return out
+}
+
+// maxRetries and maxDelay bound until: so a task's retries always end:
+// its deadline is its timeout for each attempt, with the delays.
+const (
+	maxRetries = 1000
+	maxDelay   = 3600
+)
+
+// checkUntil checks until: once the task's module is known: it runs a
+// command again (command, shell), never a converge module, and not in a
+// loop. Without until:, retries: and delay: do nothing, as in Ansible.
+func (l *loader) checkUntil(t *Task) {
+	if t.Until == nil {
+		t.Attempts, t.Delay = 0, 0
+		return
+	}
+	if !t.delaySet {
+		// Ansible's default delay.
+		t.Delay = 5 * time.Second
+	}
+	switch {
+	case t.Module != "" && t.Module != "command" && t.Module != "shell":
+		l.add(nodeErr(l.file, t.untilAt, "until: on %s: not supported: only command and shell are run again; a converge module checks and applies once (a module that must wait for something checks it itself)", t.Module))
+	case t.Loop != nil:
+		l.add(nodeErr(l.file, t.untilAt, "until: with a loop: not supported: write one task per item"))
+	}
+}
+
+// count reads a whole number from -hi to hi (retries:, delay:); a
+// template is refused: the deadline of the task is known at load.
+func (l *loader) count(n *yaml.Node, what string, hi int) (int, error) {
+	v := yamlx.Deref(n)
+	if v == nil || v.Kind != yaml.ScalarNode || yamlx.IsNull(v) {
+		return 0, nodeErr(l.file, n, "%s must be a whole number, got %s", what, yamlx.KindName(v))
+	}
+	if jinja.Has(v.Value) {
+		return 0, nodeErr(l.file, n, "%s: %q: a template is not supported here: the task's deadline is known at load; give a number", what, v.Value)
+	}
+	c, err := strconv.Atoi(strings.TrimSpace(v.Value))
+	if err != nil || c > hi || c < -hi {
+		return 0, nodeErr(l.file, n, "%s: %q is not a whole number up to %d", what, v.Value, hi)
+	}
+	return c, nil
 }

@@ -194,11 +194,17 @@ func baseDir(t *playbook.Task) string {
 // and proves it converged, and rolls the host's run back when the step
 // fails after the run has written to the host.
 func (r *runner) runStep(ctx context.Context, s *hostRun, tr *report.TaskResult, st step) {
-	r.applyStep(ctx, s, tr, st)
-	if p := r.playOf[st.task]; p != nil {
-		// changed_when/failed_when decide before a failure rolls back.
-		r.judge(s, p, st.task, tr)
-		s.judged = true
+	for attempt := 1; ; attempt++ {
+		r.applyStep(ctx, s, tr, st)
+		p := r.playOf[st.task]
+		if p != nil {
+			// changed_when/failed_when decide before a failure rolls back.
+			r.judge(s, p, st.task, tr)
+			s.judged = true
+		}
+		if p == nil || !r.again(ctx, s, p, st.task, tr, attempt) {
+			break
+		}
 	}
 	if (tr.Status == report.Failed && !tr.Ignored && (!r.guarded(st.task) || cutShort(ctx))) || tr.Status == report.Unreachable {
 		// A failure a block's rescue or always takes over rolls

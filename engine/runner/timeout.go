@@ -40,10 +40,16 @@ func (e *timeoutError) Error() string { return fmt.Sprintf("timed out after %s",
 
 // timeoutOf is t's deadline on one host.
 func (r *runner) timeoutOf(t *playbook.Task) time.Duration {
+	d := r.o.Timeout
 	if t.Timeout > 0 {
-		return t.Timeout
+		d = t.Timeout
 	}
-	return r.o.Timeout
+	if len(t.Until) > 0 && t.Attempts > 1 {
+		// until: each attempt has the task's timeout, and the delays
+		// come between them.
+		d = time.Duration(t.Attempts)*d + time.Duration(t.Attempts-1)*t.Delay
+	}
+	return d
 }
 
 // planTimeout bounds the planning of a play on one host: planning checks
