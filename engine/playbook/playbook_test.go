@@ -268,7 +268,7 @@ func TestBadCorpus(t *testing.T) {
 		{"not_list.yaml", "1:1", "a playbook must be a list of plays"},
 		{"unknown_play_key.yaml", "2:3", `unknown play key "hostss" (did you mean hosts?)`},
 		{"two_modules.yaml", "6:7", `task "both" has two modules, "copy_t" and "command_t"`},
-		{"no_module.yaml", "3:7", `task "nothing to run" has no module: add one of command, command_t, copy_t, noop_t`},
+		{"no_module.yaml", "3:7", `task "nothing to run" has no module: add one of assert, command, command_t, copy_t, noop_t`},
 		{"unknown_module.yaml", "4:7", `unknown module "coppy" (did you mean copy_t?)`},
 		{"unknown_arg.yaml", "5:9", `task "write": copy_t: unknown argument "dset" (did you mean dest?)`},
 		{"wrong_type.yaml", "6:15", `task "write": copy_t: argument "mode": wrong type: cannot use a list as string`},

@@ -626,9 +626,10 @@ func (l *loader) role(ref *roleRef, at *yaml.Node) (tasks, handlers []*Task) {
 		tasks = append(tasks, ts...)
 		handlers = append(handlers, hs...)
 	}
-	var own []*Task
+	// Ansible validates the role's arguments before its own tasks.
+	own := l.argSpecTask(dir, ref.tasks)
 	if p := mainFile(filepath.Join(dir, "tasks"), ref.tasks); p != "" {
-		own = l.taskFile(p, false, at)
+		own = append(own, l.taskFile(p, false, at)...)
 	} else if ref.tasks != "" {
 		l.add(nodeErr(l.file, at, "role %q has no tasks file %q in %s", ref.name, ref.tasks, filepath.Join(dir, "tasks")))
 	}

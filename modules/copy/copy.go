@@ -103,14 +103,61 @@ func (a *Args) Validate() error {
 	return nil
 }
 
-// ParseMode reads an octal file mode such as "0644" or "644". Symbolic modes
-// are refused rather than guessed.
+// ParseMode reads an octal file mode such as "0644" or "644", or a symbolic
+// one that sets every class with "=" ("u=rw,g=r,o=r", "a=r,u+w" is not):
+// such a mode is the same whatever the file's mode was, as Ansible applies
+// it (u= also clears setuid, g= setgid, o= the sticky bit). A relative
+// symbolic mode ("u+x", "go-w") depends on the file's current mode and is
+// refused rather than guessed.
 func ParseMode(s string) (fs.FileMode, error) {
 	v, err := strconv.ParseUint(s, 8, 32)
-	if err != nil || v > 07777 {
-		return 0, fmt.Errorf("mode %q is not an octal mode such as \"0644\"", s)
+	if err == nil && v <= 07777 {
+		return fs.FileMode(v), nil
 	}
-	return fs.FileMode(v), nil
+	if m, ok := symbolicMode(s); ok {
+		return m, nil
+	}
+	return 0, fmt.Errorf("mode %q is not an octal mode such as \"0644\", nor a symbolic one that sets u, g and o with = (\"u=rw,g=r,o=r\")", s)
+}
+
+// symbolicMode reads a comma-separated list of WHO=PERMS clauses (WHO of
+// u, g, o, a; PERMS of r, w, x) that together set all three classes.
+func symbolicMode(s string) (fs.FileMode, bool) {
+	shift := map[rune]uint{'u': 6, 'g': 3, 'o': 0}
+	var mode fs.FileMode
+	set := map[rune]bool{}
+	for _, clause := range strings.Split(s, ",") {
+		who, perms, ok := strings.Cut(clause, "=")
+		if !ok || who == "" || strings.ContainsAny(perms, "=+-") {
+			return 0, false
+		}
+		var bits fs.FileMode
+		for _, p := range perms {
+			switch p {
+			case 'r':
+				bits |= 4
+			case 'w':
+				bits |= 2
+			case 'x':
+				bits |= 1
+			default:
+				return 0, false
+			}
+		}
+		for _, w := range who {
+			classes := []rune{w}
+			if w == 'a' {
+				classes = []rune{'u', 'g', 'o'}
+			} else if _, known := shift[w]; !known {
+				return 0, false
+			}
+			for _, c := range classes {
+				mode = mode&^(7<<shift[c]) | bits<<shift[c]
+				set[c] = true
+			}
+		}
+	}
+	return mode, set['u'] && set['g'] && set['o']
 }
 
 // Module implements module.Module for copy.
