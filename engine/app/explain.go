@@ -144,21 +144,20 @@ func explainHost(ctx context.Context, dial func(context.Context, *inventory.Host
 	return he
 }
 
-// explainRuntimes asks every registered module.Prover (containerd_restart)
-// with its default arguments (the node's own containerd, config and socket)
-// about every runtime the daemon loaded: the daemon's view, and with
-// --prove a sandbox through each. It writes no file.
+// explainRuntimes asks every registered module that can Prove
+// (containerd_restart) with its default arguments (the node's own
+// containerd, config and socket) about every runtime the daemon loaded: the
+// daemon's view, and with --prove a sandbox through each. It writes no
+// file.
 func explainRuntimes(ctx context.Context, p transport.Prover, o ExplainOptions) ([]module.Proof, string) {
 	var out []module.Proof
 	var errs []string
-	for _, name := range module.Names() {
-		m, _ := module.Lookup(name)
-		pm, ok := m.(module.Prover)
-		if !ok {
+	for _, m := range module.All() {
+		if m.Prove == nil {
 			continue
 		}
 		args := m.NewArgs()
-		proofs, err := pm.Prove(ctx, p, args, module.ProveOptions{StatusOnly: !o.Prove, Loaded: true})
+		proofs, err := m.Prove(ctx, p, args, module.ProveOptions{StatusOnly: !o.Prove, Loaded: true})
 		out = append(out, proofs...)
 		if err != nil {
 			errs = append(errs, err.Error())
@@ -330,7 +329,9 @@ func declaredSettings(inv *inventory.Inventory, path string) (map[string][]ctrco
 			if !ok {
 				continue
 			}
-			dm, ok := m.(ctrconf.Declarer)
+			// A domain capability of containerd's modules, not the
+			// engine's (module/registration.go says so).
+			dm, ok := m.Module.(ctrconf.Declarer)
 			if !ok {
 				continue
 			}

@@ -1,5 +1,7 @@
 // Package module holds the contract every converge module follows and the
-// registry the playbook loader and runner look modules up in.
+// registry the playbook loader and runner look modules up in. This file is
+// the two steps and the data they exchange; registration.go is everything
+// else a module may state about itself, in one place.
 //
 // A module is two steps. Check reads the node through a transport.Reader,
 // which cannot write, builds the whole desired state, validates candidates in
@@ -16,8 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"sort"
-	"sync"
 	"time"
 
 	"nodeconverge/engine/transport"
@@ -41,14 +41,6 @@ type Module interface {
 	Check(ctx context.Context, h transport.Reader, args Args) (*Plan, error)
 	// Apply performs exactly p and reports what changed.
 	Apply(ctx context.Context, h transport.Writer, p *Plan) (*Result, error)
-}
-
-// Prefetcher is implemented by modules that know, from their arguments
-// alone, what their Check will read. The runner merges the queries of every
-// task of a play into one round trip per host before the first task, and
-// the Host (engine/node) answers the tasks' own Queries from what it read.
-type Prefetcher interface {
-	Prefetch(args Args) transport.Query
 }
 
 // Action is what a plan does to one path, a small closed set in the spirit of
@@ -217,16 +209,7 @@ type Proven interface {
 	Proofs() []Proof
 }
 
-// Prover is implemented by a module that can prove the running node
-// without changing a file (containerd_restart: a pod sandbox through every
-// runtime). `apply --check --prove` calls it on every host the play
-// reaches, whether or not the module would run; h can start and remove a
-// sandbox but cannot write a file.
-type Prover interface {
-	Prove(ctx context.Context, h transport.Prover, args Args, o ProveOptions) ([]Proof, error)
-}
-
-// ProveOptions say how much a Prover does beyond its arguments.
+// ProveOptions say how much a Registration's Prove does beyond its arguments.
 type ProveOptions struct {
 	// StatusOnly asks the daemon what it runs and starts nothing
 	// (`explain` without --prove): each runtime is reported with the
@@ -280,89 +263,6 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string { return e.Msg }
-
-// Restorer is implemented by a module whose Apply, cut short part way (the
-// run interrupted past its grace), can leave a service down: a restart
-// between its stop and its start. The runner calls Restore after rolling
-// the host back, under a fresh bounded context; it brings the service up
-// and says in what state it left it ("containerd active").
-type Restorer interface {
-	Restore(ctx context.Context, h transport.Writer, p *Plan) (string, error)
-}
-
-// ImperativePlanner is implemented by a module only some of whose plans
-// are imperative: running them does not make the next Check come back
-// empty (file's state: touch, which changes the times on every run, as in
-// Ansible). The runner does not re-check such a step after applying it.
-type ImperativePlanner interface {
-	ImperativePlan(p *Plan) bool
-}
-
-// ShellTemplated is implemented by a module some of whose arguments are
-// shell text (the `shell` module's cmd). In the named top-level arguments
-// every {{ }} substitution is inserted as one shell-quoted word, so a value
-// from an inventory or a variable is data even inside a script: it can
-// never become shell syntax.
-type ShellTemplated interface {
-	ShellTemplatedArgs() []string
-}
-
-// ExprArgs is implemented by a module some of whose top-level arguments
-// are bare Jinja2 expressions, as `when:` is (assert's `that`, debug's
-// `var`): the loader parses them at load, so a syntax error names its
-// file:line:col, and counts the variables they read as the task's, so a
-// task whose expression reads a registered result is decided when the
-// host reaches it. The module evaluates them in Check with the host's
-// variables (given through its Args' SetVars).
-type ExprArgs interface {
-	ExprArgs() []string
-}
-
-// FactSetter is implemented by a module whose top-level argument names,
-// but the reserved ones, are the names of the variables it sets on the
-// host (set_fact): the loader records them on the task, so a later task
-// that reads one is decided when the host reaches it, after the fact is
-// set. A templated name is refused at load: it cannot be known before.
-type FactSetter interface {
-	FactArgs() (reserved []string)
-}
-
-var (
-	mu       sync.RWMutex
-	registry = map[string]Module{}
-)
-
-// Register makes a module available to playbooks under name. Modules call it
-// from init, so adding a module is one folder plus one blank import in
-// modules/all.
-func Register(name string, m Module) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := registry[name]; dup {
-		panic(fmt.Sprintf("module %q registered twice", name))
-	}
-	registry[name] = m
-}
-
-// Lookup returns the module registered under name.
-func Lookup(name string) (Module, bool) {
-	mu.RLock()
-	defer mu.RUnlock()
-	m, ok := registry[name]
-	return m, ok
-}
-
-// Names lists every registered module, sorted, for suggestions and help.
-func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	out := make([]string, 0, len(registry))
-	for n := range registry {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // ApplyFiles performs a plan's file changes in one atomic transport step,
 // every old file kept in the run's backup so a later failure can roll the

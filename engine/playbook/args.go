@@ -82,17 +82,16 @@ func (l *loader) args(t *Task, modKey, val *yaml.Node) (*yaml.Node, error) {
 }
 
 // exprArgs parses the arguments that are bare expressions (assert's
-// that, debug's var; module.ExprArgs) as when: is parsed, so a syntax
+// that, debug's var; Registration.ExprArgs) as when: is parsed, so a syntax
 // error is reported at load, and counts the variables they read as the
 // task's: one that reads a registered result is decided when the host
 // reaches it.
-func (l *loader) exprArgs(t *Task, m module.Module, a *yaml.Node) {
-	ea, ok := m.(module.ExprArgs)
-	if !ok || a == nil || a.Kind != yaml.MappingNode {
+func (l *loader) exprArgs(t *Task, m *module.Registration, a *yaml.Node) {
+	if len(m.ExprArgs) == 0 || a == nil || a.Kind != yaml.MappingNode {
 		return
 	}
 	keys := map[string]bool{}
-	for _, k := range ea.ExprArgs() {
+	for _, k := range m.ExprArgs {
 		keys[k] = true
 	}
 	for i := 0; i+1 < len(a.Content); i += 2 {
@@ -125,15 +124,14 @@ func (l *loader) exprArgs(t *Task, m module.Module, a *yaml.Node) {
 }
 
 // factArgs records the names of the variables a task sets on its host
-// (module.FactSetter: set_fact's argument names), so the runner decides a
-// later task that reads one when the host reaches it.
-func (l *loader) factArgs(t *Task, m module.Module, a *yaml.Node) {
-	fs, ok := m.(module.FactSetter)
-	if !ok || a == nil || a.Kind != yaml.MappingNode {
+// (Registration.SetsFacts: set_fact's argument names), so the runner
+// decides a later task that reads one when the host reaches it.
+func (l *loader) factArgs(t *Task, m *module.Registration, a *yaml.Node) {
+	if !m.SetsFacts || a == nil || a.Kind != yaml.MappingNode {
 		return
 	}
 	reserved := map[string]bool{}
-	for _, k := range fs.FactArgs() {
+	for _, k := range m.FactReserved {
 		reserved[k] = true
 	}
 	for i := 0; i+1 < len(a.Content); i += 2 {
@@ -153,7 +151,7 @@ func (l *loader) factArgs(t *Task, m module.Module, a *yaml.Node) {
 	}
 }
 
-func (l *loader) validateStatic(t *Task, m module.Module, args *yaml.Node) error {
+func (l *loader) validateStatic(t *Task, m *module.Registration, args *yaml.Node) error {
 	_, err := t.decode(m, args, nil)
 	return err
 }
@@ -345,14 +343,13 @@ func (l *loader) checkTemplates(t *Task, n *yaml.Node, depth int, shell bool) {
 }
 
 // shellArgs are the top-level arguments of m whose substitutions are
-// shell-quoted (module.ShellTemplated); nil for any other module.
-func shellArgs(m module.Module) map[string]bool {
-	st, ok := m.(module.ShellTemplated)
-	if !ok {
+// shell-quoted (Registration.ShellArgs); nil for any other module.
+func shellArgs(m *module.Registration) map[string]bool {
+	if len(m.ShellArgs) == 0 {
 		return nil
 	}
 	out := map[string]bool{}
-	for _, k := range st.ShellTemplatedArgs() {
+	for _, k := range m.ShellArgs {
 		out[k] = true
 	}
 	return out

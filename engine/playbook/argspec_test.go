@@ -17,7 +17,7 @@ type assertArgs struct {
 func (assertArgs) Validate() error { return nil }
 
 func init() {
-	module.Register("assert", fake{func() module.Args { return &assertArgs{} }})
+	module.Register(module.Registration{Name: "assert", Module: fake{func() module.Args { return &assertArgs{} }}})
 }
 
 // TestRoleArgumentSpec: a role with meta/argument_specs.yml gets Ansible's

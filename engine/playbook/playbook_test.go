@@ -74,17 +74,13 @@ func (fake) Apply(context.Context, transport.Writer, *module.Plan) (*module.Resu
 	return &module.Result{}, nil
 }
 
-// shellFake is a stand-in for the shell module: its cmd renders each
-// substitution shell-quoted (module.ShellTemplated).
-type shellFake struct{ fake }
-
-func (shellFake) ShellTemplatedArgs() []string { return []string{"cmd"} }
-
 func init() {
-	module.Register("copy_t", fake{func() module.Args { return &copyArgs{Mode: "0644", Backup: true} }})
-	module.Register("command_t", fake{func() module.Args { return &commandArgs{} }})
-	module.Register("noop_t", fake{func() module.Args { return noopArgs{} }})
-	module.Register("shell_t", shellFake{fake{func() module.Args { return &commandArgs{} }}})
+	module.Register(module.Registration{Name: "copy_t", Module: fake{func() module.Args { return &copyArgs{Mode: "0644", Backup: true} }}})
+	module.Register(module.Registration{Name: "command_t", Module: fake{func() module.Args { return &commandArgs{} }}})
+	module.Register(module.Registration{Name: "noop_t", Module: fake{func() module.Args { return noopArgs{} }}})
+	// shell_t is a stand-in for the shell module: its cmd renders each
+	// substitution shell-quoted.
+	module.Register(module.Registration{Name: "shell_t", Module: fake{func() module.Args { return &commandArgs{} }}, ShellArgs: []string{"cmd"}})
 }
 
 // loadText writes a playbook to a fresh play.yaml and loads it.

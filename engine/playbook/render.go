@@ -76,6 +76,8 @@ func (t *Task) Render(vars map[string]any) (module.Args, error) {
 		return nil, err
 	}
 	out := &LoopArgs{Items: []any{}, Module: t.Module}
+	// An unknown module never gets past t.render below.
+	m, _ := module.Lookup(t.Module)
 	// set_fact in a loop: each item sees the facts the earlier items
 	// set (`x: "{{ x + [item] }}"` accumulates), as in Ansible.
 	var facts map[string]any
@@ -100,8 +102,8 @@ func (t *Task) Render(vars map[string]any) (module.Args, error) {
 		if err != nil {
 			return nil, err
 		}
-		if f, ok := a.(interface{ Facts() map[string]any }); ok {
-			facts = MergeVars(facts, f.Facts())
+		if f := m.FactsOf(a); f != nil {
+			facts = MergeVars(facts, f)
 		}
 		out.Args = append(out.Args, a)
 	}
@@ -209,8 +211,8 @@ func (t *Task) render(vars map[string]any) (module.Args, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e, ok := args.(interface{ SetEnvironment(map[string]string) }); ok && len(env) > 0 {
-		e.SetEnvironment(env)
+	if len(env) > 0 {
+		m.GiveEnvironment(args, env)
 	}
 	return args, nil
 }
@@ -284,7 +286,7 @@ func dropOmitted(n *yaml.Node, depth int) *yaml.Node {
 // decode decodes arguments (nil: none given) over m's defaults and
 // validates them: at load for arguments without a template (vars nil),
 // and for every host at render.
-func (t *Task) decode(m module.Module, n *yaml.Node, vars map[string]any) (module.Args, error) {
+func (t *Task) decode(m *module.Registration, n *yaml.Node, vars map[string]any) (module.Args, error) {
 	args := m.NewArgs()
 	if n != nil {
 		if err := decodeArgs(t.Pos.File, n, args); err != nil {
@@ -293,17 +295,15 @@ func (t *Task) decode(m module.Module, n *yaml.Node, vars map[string]any) (modul
 	}
 	// Relative paths in arguments (copy's src) start at the playbook's
 	// directory, as in Ansible, not at wherever the command was run.
-	if b, ok := args.(interface{ SetBaseDir(string) }); ok && t.Pos.File != "" {
-		b.SetBaseDir(filepath.Dir(t.Pos.File))
+	if t.Pos.File != "" {
+		m.GiveBaseDir(args, filepath.Dir(t.Pos.File))
 	}
-	if sp, ok := args.(interface{ SetSearchPath([]string) }); ok && len(t.searchDirs) > 0 {
-		sp.SetSearchPath(t.searchDirs)
+	if len(t.searchDirs) > 0 {
+		m.GiveSearchPath(args, t.searchDirs)
 	}
 	// A module that renders files of its own (template) gets the host's
 	// variables; none at load.
-	if v, ok := args.(interface{ SetVars(map[string]any) }); ok {
-		v.SetVars(vars)
-	}
+	m.GiveVars(args, vars)
 	if err := args.Validate(); err != nil {
 		return nil, &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: %s: %v", taskLabel(t), t.Module, err)}
 	}

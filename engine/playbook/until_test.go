@@ -10,7 +10,9 @@ import (
 
 // command is a fake of the module until: runs again (until checks the
 // name).
-func init() { module.Register("command", fake{func() module.Args { return &commandArgs{} }}) }
+func init() {
+	module.Register(module.Registration{Name: "command", Module: fake{func() module.Args { return &commandArgs{} }}})
+}
 
 // TestUntilLoad: until: takes Ansible's defaults (3 attempts, 5 s apart),
 // retries: N is N+1 attempts (0 or less: one), delay: 0 is none; without

@@ -215,10 +215,8 @@ func (t *Task) ResolveFor(vars map[string]any, data map[string]bool) (map[string
 	if err != nil {
 		return nil, err
 	}
-	if m, ok := module.Lookup(t.Module); ok {
-		if _, files := m.NewArgs().(interface{ SetVars(map[string]any) }); files {
-			out = ResolveAll(out, data)
-		}
+	if m, ok := module.Lookup(t.Module); ok && m.Inputs&module.InputVars != 0 {
+		out = ResolveAll(out, data)
 	}
 	return out, nil
 }

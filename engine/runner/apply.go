@@ -153,7 +153,7 @@ func (r *runner) planFrom(ctx context.Context, s *hostRun, p *playbook.Play, fro
 			}
 		}
 		if t.Register != "" {
-			if isImperative(m) && pl.Changed() {
+			if m.Imperative && pl.Changed() {
 				delete(predicted, t.Register)
 				unknown[t.Register] = true
 			} else {
@@ -269,7 +269,7 @@ func (r *runner) applyStep(ctx context.Context, s *hostRun, tr *report.TaskResul
 	}
 	res, err := m.Apply(ctx, w, plan)
 	tr.Proofs = proofsOf(res, err)
-	if err != nil && res != nil && isImperative(m) {
+	if err != nil && res != nil && m.Imperative {
 		// The command ran and failed: what it did is unknown, as after
 		// a success, and its result is what failed_when judges.
 		tr.Result = res
@@ -310,12 +310,12 @@ func (r *runner) applyStep(ctx context.Context, s *hostRun, tr *report.TaskResul
 			return
 		}
 	}
-	if ip, ok := m.(module.ImperativePlanner); ok && ip.ImperativePlan(plan) {
+	if m.ImperativePlan != nil && m.ImperativePlan(plan) {
 		// Its effect is the same on every run (touch): nothing to
 		// re-check, nothing unknown left behind.
 		return
 	}
-	if isImperative(m) {
+	if m.Imperative {
 		// What a command did is unknown: the rest of the play is
 		// planned again, on the node as it is now, before its next write.
 		if t.NoLog {

@@ -87,7 +87,7 @@ func checkOrder(plays []*playbook.Play, targets map[*playbook.Play][]*inventory.
 
 // checkTask plans one task in check mode, on the files as the earlier
 // tasks would leave them, and records what it would write.
-func (r *runner) checkTask(ctx context.Context, tr *report.TaskResult, s *hostRun, t *playbook.Task, m module.Module, args module.Args) {
+func (r *runner) checkTask(ctx context.Context, tr *report.TaskResult, s *hostRun, t *playbook.Task, m *module.Registration, args module.Args) {
 	tr.BaseDir = baseDir(t)
 	plan, err := m.Check(r.playCtx(ctx, s, t), s.plan, args)
 	if err == nil {
@@ -106,7 +106,7 @@ func (r *runner) checkTask(ctx context.Context, tr *report.TaskResult, s *hostRu
 		tr.Status, tr.Msg = report.Skipped, plan.Skip
 	case !plan.Changed():
 		tr.Status = report.OK
-	case isImperative(m):
+	case m.Imperative:
 		tr.Status = report.Skipped
 		if len(plan.Restart) > 0 {
 			tr.Msg = "check mode restarts nothing; it would restart " + strings.Join(plan.Restart, ", ")

@@ -66,7 +66,7 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostRun,
 // decide it). When there is none it fills tr with why and says whether
 // the host's run must be rolled back (it must unless an ignore_errors task
 // failed planning).
-func (r *runner) stepOf(ctx context.Context, tr *report.TaskResult, s *hostRun, h transport.Writer, t *playbook.Task, m module.Module, args module.Args) (st step, ok, undo bool) {
+func (r *runner) stepOf(ctx context.Context, tr *report.TaskResult, s *hostRun, h transport.Writer, t *playbook.Task, m *module.Registration, args module.Args) (st step, ok, undo bool) {
 	if t.Handler && r.saved != nil {
 		// A saved plan's handler runs as it was planned.
 		st, err := r.savedHandler(s, t)
@@ -155,9 +155,4 @@ func (r *runner) checkErr(tr *report.TaskResult, err error) {
 	if errors.As(err, &ve) && tr.Plan == nil {
 		tr.Plan = &module.Plan{Evidence: ve.Evidence}
 	}
-}
-
-func isImperative(m module.Module) bool {
-	i, ok := m.(interface{ Imperative() bool })
-	return ok && i.Imperative()
 }

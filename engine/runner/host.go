@@ -287,9 +287,9 @@ func (r *runner) prefetch(ctx context.Context, s *hostRun, t *playbook.Task) err
 		if !ok {
 			continue
 		}
-		if pf, ok := m.(module.Prefetcher); ok {
+		if m.Prefetch != nil {
 			if a := s.args[pt]; a != nil {
-				qs = append(qs, pf.Prefetch(a))
+				qs = append(qs, m.Prefetch(a))
 			}
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"nodeconverge/engine/module"
 	"nodeconverge/engine/report"
 )
 
@@ -97,13 +96,12 @@ func (r *runner) restore(ctx context.Context, s *hostRun, tr *report.TaskResult,
 	if !ok || s.h == nil {
 		return
 	}
-	rs, ok := m.(module.Restorer)
-	if !ok {
+	if m.Restore == nil {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackGrace)
 	defer cancel()
-	state, err := rs.Restore(rctx, s.h, st.plan)
+	state, err := m.Restore(rctx, s.h, st.plan)
 	if err != nil {
 		s.restored = "service NOT restored: " + err.Error()
 	} else {

@@ -21,7 +21,7 @@ var interruptHook atomic.Pointer[func(ctx context.Context) error]
 
 // interruptModule is an imperative step (a restart, say) that interrupts
 // the run from inside its Apply and then does what the hook says; it can
-// restore its service (module.Restorer), and records that it did.
+// restore its service (Registration.Restore), and records that it did.
 type interruptModule struct{ restartModule }
 
 func (interruptModule) Apply(ctx context.Context, h transport.Writer, _ *module.Plan) (*module.Result, error) {
@@ -37,7 +37,9 @@ func (interruptModule) Restore(_ context.Context, h transport.Writer, _ *module.
 	return "svc active", nil
 }
 
-func init() { module.Register("test_interrupt", interruptModule{}) }
+func init() {
+	module.Register(module.Registration{Name: "test_interrupt", Module: interruptModule{}, Imperative: true, Restore: interruptModule{}.Restore})
+}
 
 const interruptPlay = "- hosts: all\n  tasks:\n" +
 	"    - name: first\n      test_file:\n        path: \"{{ dir }}/{{ inventory_hostname }}.conf\"\n        content: \"new\\n\"\n        label: first\n      notify: restart\n" +

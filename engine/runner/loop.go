@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/overlay"
@@ -13,41 +14,56 @@ import (
 )
 
 // A task with a loop runs its module once per item. loopModule wraps the
-// task's module so the runner handles it like any task: Check plans every
+// task's module, and loopRegistration its registration, so the runner
+// handles it like any task: Check plans every
 // item, each on the files as the earlier items would leave them, and the
 // task's plan is their union; Apply applies the items' plans in order. The
 // items' plans are kept in memory with the task's plan (module.Plan.Items):
 // a loop's plan is not saved by --out.
 type loopModule struct{ inner module.Module }
 
-// lookup is the module a task runs: its own, or the loop around it.
-func lookup(t *playbook.Task) (module.Module, bool) {
+// lookup is the registration of the module a task runs: its own, or the
+// loop around it.
+func lookup(t *playbook.Task) (*module.Registration, bool) {
 	m, ok := module.Lookup(t.Module)
 	if !ok || t.Loop == nil {
 		return m, ok
 	}
-	return loopModule{inner: m}, true
+	if l, ok := loops.Load(m); ok {
+		return l.(*module.Registration), true
+	}
+	l, _ := loops.LoadOrStore(m, loopRegistration(m))
+	return l.(*module.Registration), true
+}
+
+// loops are the loop registrations made so far, by the inner module's.
+var loops sync.Map
+
+// loopRegistration is a loop around inner's module. It is as imperative
+// as inner, an item's plan is imperative as inner says, and it states
+// nothing else: a loop task reads nothing ahead, proves nothing, and
+// restores nothing.
+func loopRegistration(inner *module.Registration) *module.Registration {
+	return &module.Registration{
+		Name:       inner.Name,
+		Module:     loopModule{inner: inner.Module},
+		Imperative: inner.Imperative,
+		ImperativePlan: func(p *module.Plan) bool {
+			if inner.ImperativePlan == nil {
+				return false
+			}
+			for _, s := range p.Items {
+				if inner.ImperativePlan(s) {
+					return true
+				}
+			}
+			return false
+		},
+	}
 }
 
 // NewArgs is a loop's arguments: one module.Args per item.
 func (l loopModule) NewArgs() module.Args { return &playbook.LoopArgs{} }
-
-// Imperative is the inner module's.
-func (l loopModule) Imperative() bool { return isImperative(l.inner) }
-
-// ImperativePlan: any item's.
-func (l loopModule) ImperativePlan(p *module.Plan) bool {
-	ip, ok := l.inner.(module.ImperativePlanner)
-	if !ok {
-		return false
-	}
-	for _, s := range p.Items {
-		if ip.ImperativePlan(s) {
-			return true
-		}
-	}
-	return false
-}
 
 // Check plans every item in order over an overlay of the earlier items'
 // writes and returns their union.

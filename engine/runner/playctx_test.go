@@ -15,7 +15,7 @@ import (
 // test_play records, per Check, the play module.PlayOf hands it: the
 // labels of the play's tasks as rendered on the host and which one is
 // being checked. Nothing else.
-func init() { module.Register("test_play", playModule{}) }
+func init() { module.Register(module.Registration{Name: "test_play", Module: playModule{}}) }
 
 type playArgs struct {
 	Label string `yaml:"label"`

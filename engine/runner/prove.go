@@ -45,8 +45,7 @@ func (r *runner) prove(ctx context.Context, p *playbook.Play, active []*hostRun)
 		if !ok {
 			continue
 		}
-		pm, ok := m.(module.Prover)
-		if !ok {
+		if m.Prove == nil {
 			continue
 		}
 		var hs []*hostRun
@@ -81,7 +80,7 @@ func (r *runner) prove(ctx context.Context, p *playbook.Play, active []*hostRun)
 						return
 					}
 					at(ctx, s, "prove the running node")
-					proofs, err := pm.Prove(ctx, transport.ProveOnly(h), s.args[t], module.ProveOptions{})
+					proofs, err := m.Prove(ctx, transport.ProveOnly(h), s.args[t], module.ProveOptions{})
 					tr.Proofs = proofs
 					switch {
 					case err != nil:

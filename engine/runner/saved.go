@@ -238,7 +238,7 @@ func savedStep(st *savedplan.Step, t *playbook.Task) (step, error) {
 		}
 	}
 	out := step{task: t, plan: &plan}
-	if st.Handler || isImperative(m) || len(st.Args) == 0 {
+	if st.Handler || m.Imperative || len(st.Args) == 0 {
 		return out, nil
 	}
 	if t.Loop != nil {
@@ -266,13 +266,13 @@ func savedStep(st *savedplan.Step, t *playbook.Task) (step, error) {
 
 // decodeArgs decodes a module's saved arguments and validates them, with
 // relative paths starting at baseDir.
-func decodeArgs(m module.Module, raw json.RawMessage, baseDir string) (module.Args, error) {
+func decodeArgs(m *module.Registration, raw json.RawMessage, baseDir string) (module.Args, error) {
 	args := m.NewArgs()
 	if err := json.Unmarshal(raw, args); err != nil {
 		return nil, err
 	}
-	if b, ok := args.(interface{ SetBaseDir(string) }); ok && baseDir != "" {
-		b.SetBaseDir(baseDir)
+	if baseDir != "" {
+		m.GiveBaseDir(args, baseDir)
 	}
 	if err := args.Validate(); err != nil {
 		return nil, err

@@ -34,8 +34,8 @@ import (
 //	test_restart  a handler: always plans a restart (imperative, like a
 //	              service restart); fail_on makes Apply fail on those hosts.
 func init() {
-	module.Register("test_file", fileModule{})
-	module.Register("test_restart", restartModule{})
+	module.Register(module.Registration{Name: "test_file", Module: fileModule{}})
+	module.Register(module.Registration{Name: "test_restart", Module: restartModule{}, Imperative: true})
 }
 
 // probe records what the test modules were asked to do. Tests run one at a
@@ -198,8 +198,6 @@ type restartModule struct{}
 
 func (restartModule) NewArgs() module.Args { return &restartArgs{} }
 
-func (restartModule) Imperative() bool { return true }
-
 func (restartModule) Check(_ context.Context, h transport.Reader, _ module.Args) (*module.Plan, error) {
 	current.Load().record("check restart " + h.Host())
 	return &module.Plan{Restart: []string{"svc"}}, nil
@@ -243,7 +241,9 @@ func (m restartFailModule) Apply(ctx context.Context, h transport.Writer, pl *mo
 	return res, nil
 }
 
-func init() { module.Register("test_restart_fail", restartFailModule{}) }
+func init() {
+	module.Register(module.Registration{Name: "test_restart_fail", Module: restartFailModule{}, Imperative: true})
+}
 
 var errUnreachable = errors.New("no route to host")
 

@@ -17,7 +17,7 @@ import (
 
 // test_hang's Check runs `sleep <nap>` on the host as a read-only query,
 // like a containerd `config dump` that hangs on one node.
-func init() { module.Register("test_hang", hangModule{}) }
+func init() { module.Register(module.Registration{Name: "test_hang", Module: hangModule{}}) }
 
 type hangArgs struct {
 	Nap string `yaml:"nap"`

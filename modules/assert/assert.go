@@ -18,7 +18,9 @@ import (
 	"nodeconverge/modules/debug"
 )
 
-func init() { module.Register("assert", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "assert", Module: Module{}, Inputs: module.InputVars, ExprArgs: []string{"that"}})
+}
 
 // Args are ansible.builtin.assert's arguments.
 type Args struct {
@@ -62,9 +64,6 @@ type Module struct{}
 
 // NewArgs returns empty arguments.
 func (Module) NewArgs() module.Args { return &Args{} }
-
-// ExprArgs: that is a list of bare expressions.
-func (Module) ExprArgs() []string { return []string{"that"} }
 
 // Check evaluates the conditions in order; the first false one fails.
 func (Module) Check(_ context.Context, _ transport.Reader, margs module.Args) (*module.Plan, error) {

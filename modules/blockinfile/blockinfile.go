@@ -20,7 +20,9 @@ import (
 	"nodeconverge/modules/edit"
 )
 
-func init() { module.Register("blockinfile", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "blockinfile", Module: Module{}, Prefetch: Module{}.Prefetch})
+}
 
 // Args are ansible.builtin.blockinfile's arguments.
 type Args struct {

@@ -21,7 +21,11 @@ import (
 	"nodeconverge/engine/transport"
 )
 
-func init() { module.Register("command", Module{}) }
+// A command's plan is not a state: running it does not make the next Check
+// come back empty, and that is fine (Imperative).
+func init() {
+	module.Register(module.Registration{Name: "command", Module: Module{}, Inputs: module.InputEnvironment, Imperative: true})
+}
 
 // Args are the command module's arguments.
 type Args struct {
@@ -92,10 +96,6 @@ type Module struct{}
 
 // NewArgs returns empty arguments.
 func (Module) NewArgs() module.Args { return &Args{} }
-
-// Imperative tells the runner that a command's plan is not a state: running
-// it does not make the next Check come back empty, and that is fine.
-func (Module) Imperative() bool { return true }
 
 type cmdline struct{ transport.Cmd }
 

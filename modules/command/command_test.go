@@ -153,9 +153,8 @@ func TestValidateArgs(t *testing.T) {
 
 // The runner must not re-check a command: its plan is not a state.
 func TestImperative(t *testing.T) {
-	var m module.Module = command.Module{}
-	i, ok := m.(interface{ Imperative() bool })
-	if !ok || !i.Imperative() {
+	reg, ok := module.Lookup("command")
+	if !ok || !reg.Imperative {
 		t.Error("command does not declare itself imperative")
 	}
 }

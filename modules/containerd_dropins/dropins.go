@@ -23,7 +23,9 @@ import (
 	"nodeconverge/modules/containerd/ctrconf"
 )
 
-func init() { module.Register("containerd_dropins", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "containerd_dropins", Module: Module{}, Prefetch: Module{}.Prefetch})
+}
 
 // Args are the module's arguments.
 type Args struct {

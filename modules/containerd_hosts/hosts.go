@@ -34,7 +34,9 @@ import (
 	"nodeconverge/modules/containerd/ctrconf"
 )
 
-func init() { module.Register("containerd_hosts", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "containerd_hosts", Module: Module{}, Prefetch: Module{}.Prefetch})
+}
 
 // DefaultCertsDir is containerd's documented config_path.
 const DefaultCertsDir = "/etc/containerd/certs.d"

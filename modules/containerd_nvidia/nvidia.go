@@ -34,7 +34,9 @@ import (
 	"nodeconverge/modules/containerd/runtimeopts"
 )
 
-func init() { module.Register("containerd_nvidia", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "containerd_nvidia", Module: Module{}, Prefetch: Module{}.Prefetch})
+}
 
 // Runtime is one requested runtime handler. In a playbook it is either a
 // name (nvidia, nvidia-cdi, nvidia-legacy get the GPU Operator's binaries

@@ -25,7 +25,11 @@ import (
 	"nodeconverge/modules/containerd/health"
 )
 
-func init() { module.Register("containerd_restart", Module{}) }
+// A restart is an action, not a state: it runs only when notified (or owed)
+// and is not re-checked afterwards (Imperative).
+func init() {
+	module.Register(module.Registration{Name: "containerd_restart", Module: Module{}, Imperative: true, Prove: Module{}.Prove, Restore: Module{}.Restore})
+}
 
 // Args are the module's arguments.
 type Args struct {
@@ -148,10 +152,6 @@ func (Module) NewArgs() module.Args {
 // waits only what is left of it.
 const DefaultSettle = "5s"
 
-// Imperative tells the runner that a restart is an action, not a state: it
-// runs only when notified (or owed) and is not re-checked afterwards.
-func (Module) Imperative() bool { return true }
-
 // Check always plans the restart: the runner only calls a handler when one
 // is owed.
 func (Module) Check(_ context.Context, _ transport.Reader, margs module.Args) (*module.Plan, error) {
@@ -226,7 +226,6 @@ func (e *ProofError) Error() string { return e.Msg }
 func (e *ProofError) Proofs() []module.Proof { return e.proofs }
 
 var (
-	_ module.Prover = Module{}
 	_ module.Proven = (*ProofError)(nil)
 	_ module.Proven = (*GateError)(nil)
 )

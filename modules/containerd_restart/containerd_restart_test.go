@@ -172,7 +172,7 @@ func testRestartGates(t *testing.T, g generation) {
 func TestCheckIsImperativeAndPlansRestart(t *testing.T) {
 	m := Module{}
 	a := m.NewArgs().(*Args)
-	if !m.Imperative() {
+	if reg, ok := module.Lookup("containerd_restart"); !ok || !reg.Imperative {
 		t.Fatal("containerd_restart must be imperative")
 	}
 	p, err := m.Check(context.Background(), nil, a)

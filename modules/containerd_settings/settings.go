@@ -39,7 +39,9 @@ import (
 	"nodeconverge/modules/containerd/runtimeopts"
 )
 
-func init() { module.Register("containerd_settings", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "containerd_settings", Module: Module{}, Prefetch: Module{}.Prefetch})
+}
 
 // Setting is one declared value.
 type Setting struct {

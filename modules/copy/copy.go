@@ -20,7 +20,9 @@ import (
 	"nodeconverge/engine/transport"
 )
 
-func init() { module.Register("copy", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "copy", Module: Module{}, Inputs: module.InputBaseDir | module.InputSearchPath})
+}
 
 // Args are the copy module's arguments, named as Ansible names them.
 type Args struct {

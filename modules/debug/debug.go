@@ -18,7 +18,9 @@ import (
 	"nodeconverge/engine/transport"
 )
 
-func init() { module.Register("debug", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "debug", Module: Module{}, Inputs: module.InputVars, ExprArgs: []string{"var"}})
+}
 
 // StringList is a string or a list of strings, as Ansible's `type: list`
 // arguments take either.
@@ -93,9 +95,6 @@ type Module struct{}
 
 // NewArgs returns empty arguments.
 func (Module) NewArgs() module.Args { return &Args{} }
-
-// ExprArgs: var is a bare expression.
-func (Module) ExprArgs() []string { return []string{"var"} }
 
 // Check says the message.
 func (Module) Check(_ context.Context, _ transport.Reader, margs module.Args) (*module.Plan, error) {

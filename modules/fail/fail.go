@@ -13,7 +13,9 @@ import (
 	"nodeconverge/modules/debug"
 )
 
-func init() { module.Register("fail", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "fail", Module: Module{}})
+}
 
 // Args are ansible.builtin.fail's arguments.
 type Args struct {

@@ -28,7 +28,9 @@ import (
 	"nodeconverge/modules/copy"
 )
 
-func init() { module.Register("file", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "file", Module: Module{}, ImperativePlan: Module{}.ImperativePlan})
+}
 
 // Args are Ansible's names; path has the aliases dest and name.
 type Args struct {

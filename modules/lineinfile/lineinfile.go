@@ -22,7 +22,9 @@ import (
 	"nodeconverge/modules/edit"
 )
 
-func init() { module.Register("lineinfile", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "lineinfile", Module: Module{}, Prefetch: Module{}.Prefetch})
+}
 
 // Args are ansible.builtin.lineinfile's arguments.
 type Args struct {

@@ -32,8 +32,7 @@ import (
 )
 
 func init() {
-	module.Register("modprobe", Module{})
-	module.Register("community.general.modprobe", Module{})
+	module.Register(module.Registration{Name: "modprobe", Aliases: []string{"community.general.modprobe"}, Module: Module{}, Prefetch: Module{}.Prefetch})
 }
 
 // The directories Ansible's module reads and writes.

@@ -23,7 +23,9 @@ import (
 	"nodeconverge/modules/edit"
 )
 
-func init() { module.Register("replace", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "replace", Module: Module{}, Prefetch: Module{}.Prefetch})
+}
 
 // Args are ansible.builtin.replace's arguments.
 type Args struct {

@@ -26,9 +26,8 @@ import (
 )
 
 func init() {
-	module.Register("service", Module{kind: "service"})
-	module.Register("systemd", Module{kind: "systemd"})
-	module.Register("systemd_service", Module{kind: "systemd"})
+	module.Register(module.Registration{Name: "service", Module: Module{kind: "service"}, Prefetch: Module{}.Prefetch, ImperativePlan: Module{}.ImperativePlan})
+	module.Register(module.Registration{Name: "systemd", Aliases: []string{"systemd_service"}, Module: Module{kind: "systemd"}, Prefetch: Module{}.Prefetch, ImperativePlan: Module{}.ImperativePlan})
 }
 
 // Args are ansible.builtin.systemd's arguments (service takes name, state,

@@ -21,7 +21,9 @@ import (
 	"nodeconverge/engine/transport"
 )
 
-func init() { module.Register("set_fact", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "set_fact", Module: Module{}, SetsFacts: true, FactReserved: []string{"cacheable"}})
+}
 
 // Args are the facts to set, and cacheable.
 type Args struct {
@@ -98,9 +100,6 @@ type Module struct{}
 
 // NewArgs returns empty arguments.
 func (Module) NewArgs() module.Args { return &Args{} }
-
-// FactArgs: every argument but cacheable names a fact.
-func (Module) FactArgs() []string { return []string{"cacheable"} }
 
 // Check sets the facts in the plan.
 func (Module) Check(_ context.Context, _ transport.Reader, margs module.Args) (*module.Plan, error) {

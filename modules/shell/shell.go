@@ -19,7 +19,11 @@ import (
 	"nodeconverge/modules/command"
 )
 
-func init() { module.Register("shell", Module{}) }
+// A script's plan is not a state (see command); substitutions into cmd are
+// quoted (ShellArgs).
+func init() {
+	module.Register(module.Registration{Name: "shell", Module: Module{}, Inputs: module.InputEnvironment, Imperative: true, ShellArgs: []string{"cmd"}})
+}
 
 // Args are the shell module's arguments (Ansible's names).
 type Args struct {
@@ -49,12 +53,6 @@ type Module struct{}
 
 // NewArgs returns empty arguments.
 func (Module) NewArgs() module.Args { return &Args{} }
-
-// Imperative: a script's plan is not a state (see command).
-func (Module) Imperative() bool { return true }
-
-// ShellTemplatedArgs names cmd: its substitutions are quoted.
-func (Module) ShellTemplatedArgs() []string { return []string{"cmd"} }
 
 // Check decides from creates/removes whether the script would run.
 func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*module.Plan, error) {

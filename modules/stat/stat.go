@@ -30,7 +30,9 @@ import (
 	"nodeconverge/engine/transport"
 )
 
-func init() { module.Register("stat", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "stat", Module: Module{}, Prefetch: Module{}.Prefetch})
+}
 
 // Args are ansible.builtin.stat's arguments.
 type Args struct {

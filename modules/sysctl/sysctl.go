@@ -20,11 +20,11 @@ import (
 )
 
 func init() {
-	module.Register("sysctl", Module{})
-	// Ansible's sysctl module, with its argument names (name, value,
-	// sysctl_file, reload, sysctl_set, state): the same module in the
-	// mode that owns only the named key's line of the file.
-	module.Register("ansible.posix.sysctl", Module{})
+	// ansible.posix.sysctl is Ansible's sysctl module, with its argument
+	// names (name, value, sysctl_file, reload, sysctl_set, state): the
+	// same module in the mode that owns only the named key's line of the
+	// file.
+	module.Register(module.Registration{Name: "sysctl", Aliases: []string{"ansible.posix.sysctl"}, Module: Module{}, Prefetch: Module{}.Prefetch})
 }
 
 // AnsibleDefaultFile is ansible.posix.sysctl's default sysctl_file.

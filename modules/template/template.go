@@ -25,7 +25,9 @@ import (
 	"nodeconverge/modules/copy"
 )
 
-func init() { module.Register("template", Module{}) }
+func init() {
+	module.Register(module.Registration{Name: "template", Module: Module{}, Inputs: module.InputBaseDir | module.InputSearchPath | module.InputVars})
+}
 
 // Args are Ansible's names.
 type Args struct {
