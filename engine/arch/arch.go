@@ -96,3 +96,22 @@ func AllowedInTest(from, to string) bool {
 	lt, okt := Layer(to)
 	return Allowed(from, to) || okf && okt && (lt <= lf || lt == tooling)
 }
+
+// Drivers are the packages that drive modules: the command line, the
+// application, the playbook loader and the runner. What a module can do is
+// stated in its module.Registration (engine/module/registration.go), and a
+// driver reads it there: it never type-asserts a value to an interface a
+// module could implement (an interface literal, or an interface declared
+// in engine/module or under modules/) to find out. arch_test.go checks it.
+var Drivers = []string{"cmd/", "engine/app", "engine/playbook", "engine/runner"}
+
+// DriverAssertions are the exceptions to that rule, by driver package, as
+// "import path relative to the module.Interface", each with its reason.
+var DriverAssertions = map[string]map[string]string{
+	"engine/app": {
+		// A domain capability of containerd's modules, asked for only by
+		// `explain --playbook` (engine/app): the engine's own contract,
+		// engine/module, cannot name containerd's Explanation.
+		"modules/containerd/ctrconf.Declarer": "explain places a task's declared containerd values",
+	},
+}
