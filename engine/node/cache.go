@@ -325,7 +325,7 @@ func (h *Host) Query(ctx context.Context, q transport.Query) (*transport.Snapsho
 
 // Prefetch reads in one round trip what the coming tasks will ask for, so
 // their Queries are answered from the cache. The runner merges every task's
-// module.Prefetcher query of a play into one.
+// Registration.Prefetch query of a play into one.
 func (h *Host) Prefetch(ctx context.Context, q transport.Query) error {
 	if len(q.Files)+len(q.Globs)+len(q.Cmds) == 0 {
 		return nil

@@ -270,7 +270,7 @@ func (r *runner) connect(ctx context.Context, s *hostRun, become *bool) (*node.H
 }
 
 // prefetch reads, in one round trip per host and play, everything the
-// play's tasks declare they will read (module.Prefetcher) and the pending
+// play's tasks declare they will read (Registration.Prefetch) and the pending
 // handler records, so the tasks' own Queries are answered from the cache.
 func (r *runner) prefetch(ctx context.Context, s *hostRun, t *playbook.Task) error {
 	p := r.playOf[t]

@@ -19,7 +19,7 @@ import (
 // ends InterruptGrace after the interruption, or at once when Abort is
 // closed (the second signal). A step the work context cuts short fails; the
 // host is rolled back and, for a module that can leave a service down (a
-// restart between its stop and its start: module.Restorer), its service is
+// restart between its stop and its start: Registration.Restore), its service is
 // started again, each under a fresh context bounded by rollbackGrace. So a
 // run ends at most InterruptGrace + 2 x rollbackGrace (+ ending the remote
 // command, at most 20 s, and closing its connections) after the first

@@ -94,7 +94,7 @@ func TestInterruptFinishesStepInFlight(t *testing.T) {
 
 // TestInterruptCutsShortAfterGrace: a step in flight that does not finish
 // within the grace is cut short: it fails with the cause, the host is
-// rolled back, and its service restored (module.Restorer).
+// rolled back, and its service restored (Registration.Restore).
 func TestInterruptCutsShortAfterGrace(t *testing.T) {
 	e := newEnv(t, "h1")
 	e.write("h1", "conf", "old\n")

@@ -30,9 +30,9 @@ func proofsOf(res *module.Result, err error) []module.Proof {
 const ProofTaskPrefix = "prove: "
 
 // prove is `--check --prove`: every task and handler of the play whose
-// module is a module.Prover proves the running node on each host still in
-// the play, whether or not it would run. The proof gets a view that can
-// start and remove a pod sandbox but cannot write a file
+// module's registration can Prove proves the running node on each host
+// still in the play, whether or not it would run. The proof gets a view
+// that can start and remove a pod sandbox but cannot write a file
 // (transport.ProveOnly). Each is one result named ProofTaskPrefix+task,
 // failed when a proof failed or could not be made; it returns how many
 // failed.

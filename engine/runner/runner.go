@@ -23,7 +23,7 @@ import (
 type Options struct {
 	Check bool
 	// Prove, with Check, proves the running node on every host through
-	// each module.Prover of the play (prove.go): a pod sandbox started
+	// each Registration.Prove of the play (prove.go): a pod sandbox started
 	// and removed through every runtime; no file is written.
 	Prove     bool
 	Forks     int

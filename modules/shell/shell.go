@@ -3,7 +3,7 @@
 // shell syntax that `command` deliberately does not interpret.
 //
 // Unlike Ansible's shell module, a value substituted into cmd with {{ }} is
-// inserted as one shell-quoted word (module.ShellTemplated): a hostile
+// inserted as one shell-quoted word (Registration.ShellArgs): a hostile
 // inventory value such as "$(reboot)" is printed, never run. Shell syntax
 // belongs in the playbook's own text, which is reviewed; values are data.
 package shell
