@@ -45,7 +45,6 @@ var moduleHints = map[string]string{
 	"fetch":            "not supported: nodeconverge does not fetch files to the controller",
 	"synchronize":      "not supported: use copy for each file",
 	"import_playbook":  "not supported: give each playbook on the command line (nodeconverge apply -i INV A.yaml B.yaml)",
-	"meta":             "not supported: handlers run at the end of each batch",
 	"cron":             "not supported: write the cron file whole with copy under /etc/cron.d",
 	"authorized_key":   "not supported: write the authorized_keys file whole with copy",
 	"kernel_blacklist": "not supported: write /etc/modprobe.d/NAME.conf with copy",

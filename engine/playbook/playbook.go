@@ -131,6 +131,11 @@ type Task struct {
 	// tasks at load).
 	Block   *Block
 	Section Section
+	// Meta is a meta: task's action (flush_handlers, noop), "" for a
+	// module's task; its Module is the key as written (meta or
+	// ansible.builtin.meta) and it has no arguments: the runner does it
+	// itself.
+	Meta string
 }
 
 // Section is a part of a block: its tasks, its rescue: or its always:.
@@ -759,6 +764,17 @@ func (l *loader) task(n *yaml.Node, handler bool) *Task {
 			l.add(err)
 			continue
 		}
+		if strings.TrimPrefix(key, fqcnPrefix) == "meta" {
+			if modKey != nil || t.Meta != "" {
+				l.add(nodeErr(l.file, k, "%s has two modules: a task runs exactly one; split it into two tasks", taskLabel(t)))
+				continue
+			}
+			// The action as written: ansible-playbook --list-tasks names an
+			// unnamed meta task by it.
+			t.Meta, t.Module = l.meta(val, handler), key
+			refused = refused || t.Meta == ""
+			continue
+		}
 		name := key
 		if strings.HasPrefix(name, fqcnPrefix) {
 			if _, ok := module.Lookup(strings.TrimPrefix(name, fqcnPrefix)); ok {
@@ -785,6 +801,18 @@ func (l *loader) task(n *yaml.Node, handler bool) *Task {
 		modKey, modVal, t.Module = k, val, name
 	}
 	label := taskLabel(t)
+	if t.Meta != "" {
+		if modKey != nil {
+			l.add(nodeErr(l.file, modKey, "%s has two modules, meta and %q: a task runs exactly one; split it into two tasks", label, t.Module))
+		}
+		if argsKey != nil || t.Register != "" || t.Loop != nil || len(t.Until) > 0 || len(t.Notify) > 0 {
+			l.add(nodeErr(l.file, v, "meta: %s takes no args, register, loop, until or notify", t.Meta))
+		}
+		if len(l.errs) != before {
+			return nil
+		}
+		return t
+	}
 	if modKey == nil && !refused && len(l.errs) == before {
 		l.add(nodeErr(l.file, v, "%s has no module: add one of %s", label, strings.Join(module.Names(), ", ")))
 	}
@@ -1286,4 +1314,43 @@ func (l *loader) count(n *yaml.Node, what string, hi int) (int, error) {
 		return 0, nodeErr(l.file, n, "%s: %q is not a whole number up to %d", what, v.Value, hi)
 	}
 	return c, nil
+}
+
+// metaActions are the meta: actions nodeconverge does, and what it says
+// of Ansible's others.
+var metaActions = map[string]string{
+	"flush_handlers":    "",
+	"noop":              "",
+	"end_play":          "not supported: a play runs every task on every host it has not failed on; split the playbook, or guard the tasks with when:",
+	"end_host":          "not supported: guard the tasks with when: (a block's when: reaches all of them)",
+	"end_batch":         "not supported: a batch runs every task; guard the tasks with when:",
+	"clear_host_errors": "not supported: a failed host's run is rolled back and it leaves the run",
+	"clear_facts":       "not supported: facts are read once per host per run",
+	"refresh_inventory": "not supported: the inventory is read once per run",
+	"reset_connection":  "not supported: nodeconverge keeps one connection per host per run",
+	"role_complete":     "not supported",
+}
+
+// meta reads a meta: task's action; "" (recorded) when nodeconverge does
+// not do it. flush_handlers runs the handlers notified so far where it
+// stands, as Ansible's does; noop does nothing.
+func (l *loader) meta(n *yaml.Node, handler bool) string {
+	v := yamlx.Deref(n)
+	if v == nil || v.Kind != yaml.ScalarNode || yamlx.IsNull(v) {
+		l.add(nodeErr(l.file, n, "meta: give the action (flush_handlers, noop), got %s", yamlx.KindName(v)))
+		return ""
+	}
+	hint, known := metaActions[v.Value]
+	switch {
+	case !known:
+		l.add(nodeErr(l.file, n, "meta: unknown action %q (nodeconverge does flush_handlers and noop)", v.Value))
+		return ""
+	case hint != "":
+		l.add(nodeErr(l.file, n, "meta: %s is %s", v.Value, hint))
+		return ""
+	case handler:
+		l.add(nodeErr(l.file, n, "meta: %s in a handler: not supported: handlers run where the play flushes them", v.Value))
+		return ""
+	}
+	return v.Value
 }

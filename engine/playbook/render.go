@@ -186,6 +186,10 @@ func (t *Task) items(vars map[string]any) ([]any, error) {
 // list); text around a reference makes the result a string. Render does not
 // modify the task, so hosts can render it concurrently.
 func (t *Task) render(vars map[string]any) (module.Args, error) {
+	if t.Meta != "" {
+		// The runner does a meta: task itself; it has no arguments.
+		return nil, nil
+	}
 	m, ok := module.Lookup(t.Module)
 	if !ok {
 		return nil, &Error{Pos: t.Pos, Msg: fmt.Sprintf("%s: unknown module %q", taskLabel(t), t.Module)}

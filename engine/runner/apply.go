@@ -84,6 +84,11 @@ func (r *runner) planFrom(ctx context.Context, s *hostRun, p *playbook.Play, fro
 	for i, t := range p.Tasks[from:] {
 		delete(s.plans, t)
 		delete(s.planErrs, t)
+		if t.Meta != "" {
+			// Done by the batch loop; a flush's handlers are planned
+			// when they run, and the rest of the play after them.
+			continue
+		}
 		m, ok := lookup(t)
 		if !ok {
 			return &planFailure{task: t, err: fmt.Errorf("module %q is not registered", t.Module)}

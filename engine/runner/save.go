@@ -26,6 +26,9 @@ func Plan(ctx context.Context, inv *inventory.Inventory, plays []*playbook.Play,
 			if t.Block != nil {
 				return nil, nil, fmt.Errorf("%s: a block with rescue: or always: cannot be saved in a plan: which of its tasks run is known only when they run; apply the playbook itself", t.Block.Pos)
 			}
+			if t.Meta == "flush_handlers" {
+				return nil, nil, fmt.Errorf("%s: meta: flush_handlers cannot be saved in a plan: the tasks after it are planned once its handlers ran; apply the playbook itself", t.Pos)
+			}
 		}
 	}
 	o.Check = true
