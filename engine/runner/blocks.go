@@ -248,3 +248,27 @@ func lastLine(s string) string {
 	}
 	return s
 }
+
+// inOrder is the hosts of keep in the order of all.
+func inOrder(all, keep []*hostRun) []*hostRun {
+	in := make(map[*hostRun]bool, len(keep))
+	for _, s := range keep {
+		in[s] = true
+	}
+	out := make([]*hostRun, 0, len(keep))
+	for _, s := range all {
+		if in[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// blameOf is the task a failure on s belongs to: t, or the later task
+// planning found would fail (hostRun.blame).
+func blameOf(s *hostRun, t *playbook.Task) *playbook.Task {
+	if s.blame != nil {
+		return s.blame
+	}
+	return t
+}
