@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -155,6 +157,10 @@ type cell struct {
 
 	baseline nodeState
 	after    nodeState
+	// endpoints, for a config with registry mirrors that the run
+	// converged, is per registry asked how containerd's own resolver says
+	// its pull endpoints changed ("" for not at all; corpus_resolve_test.go).
+	endpoints map[string]string
 
 	outcome string
 	detail  string
@@ -172,6 +178,7 @@ type nodeState struct {
 	criOK   bool
 	status  string // is-active and the CRI plugins' status, for the table
 	dump    map[string]string
+	raw     string // the dump as containerd printed it
 	dumpErr string
 }
 
@@ -324,7 +331,7 @@ func probe(l *labtest.Lab, node string) nodeState {
 		s.dumpErr = "dump does not parse: " + err.Error()
 		return s
 	}
-	s.dump = ctrconf.Flatten(m)
+	s.dump, s.raw = ctrconf.Flatten(m), dump
 	return s
 }
 
@@ -787,8 +794,22 @@ func runGeneration(t *testing.T, gen labtest.Generation, cells []*cell) *labtest
 		} else {
 			probs = append(probs, runtimeProblems(c.gen, c.after.dump)...)
 			probs = append(probs, settingsProblems(c.gen, c.after.dump, decl)...)
+			eps, err := cellEndpoints(t, l, c)
+			if err != nil {
+				probs = append(probs, "endpoints: "+err.Error())
+			}
+			c.endpoints = eps
+			var moved []string
+			for _, r := range slices.Sorted(maps.Keys(eps)) {
+				if d := eps[r]; d != "" {
+					moved = append(moved, r+": "+d)
+				}
+			}
+			if len(moved) > 0 {
+				probs = append(probs, "pulls go elsewhere (containerd's resolver, legacy settings before, hosts.toml after): "+strings.Join(moved, "; "))
+			}
 			if c.baseline.dump != nil {
-				if rs := regressions(c.baseline.dump, c.after.dump, lostBefore[h], decl, mirrorsMoved(l, h)); len(rs) > 0 {
+				if rs := regressions(c.baseline.dump, c.after.dump, lostBefore[h], decl, mirrorsMoved(eps)); len(rs) > 0 {
 					probs = append(probs, fmt.Sprintf("%d value(s) changed that were not the run's: %s", len(rs), strings.Join(rs, "; ")))
 				}
 			}
@@ -839,6 +860,8 @@ func classify(p string) string {
 		return "changed-others"
 	case strings.HasPrefix(p, "written but not in effect"):
 		return "not-in-effect"
+	case strings.HasPrefix(p, "pulls go elsewhere"), strings.HasPrefix(p, "endpoints:"):
+		return "changed-endpoints"
 	case strings.HasPrefix(p, "declared "):
 		return "setting-not-in-effect"
 	}
