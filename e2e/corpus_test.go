@@ -290,6 +290,94 @@ func setUpNode(t *testing.T, l *labtest.Lab, c *cell) {
 		}
 		write(f[0], b)
 	}
+	provideLinks(t, l, c)
+}
+
+// overlayOwn mounts, in the node's mount namespace, an overlay over dir:
+// the machine's dir below, the node's own directory above. The files the
+// lab bind-mounts below dir (its systemctl, modprobe and lsmod stand-ins
+// over /usr/bin's) would be hidden by the overlay, so each is first bound
+// to a holding file of the node's and bound back over the overlay after.
+func overlayOwn(t *testing.T, l *labtest.Lab, c *cell, dir string) {
+	t.Helper()
+	own := filepath.Join(l.Dir, "nodes", c.node, "overlay", strings.ReplaceAll(strings.Trim(dir, "/"), "/", "_"))
+	upper, work, hold := filepath.Join(own, "upper"), filepath.Join(own, "work"), filepath.Join(own, "hold")
+	for _, d := range []string{upper, work, hold} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.ContainsAny(own, ",:") {
+		t.Fatalf("%s: the overlay's directory %s holds a character mount options cannot carry", c.id(), own)
+	}
+	run := func(args ...string) string {
+		out, err := l.TryExec(c.node, args...)
+		if err != nil {
+			t.Fatalf("%s: an overlay of its own over %s: %v\n%s", c.id(), dir, err, out)
+		}
+		return out
+	}
+	// /proc/self/mountinfo's fifth field is the mount point (octal
+	// escapes for blanks, which the lab's paths do not have).
+	var subs []string
+	for _, ln := range strings.Split(run("cat", "/proc/self/mountinfo"), "\n") {
+		if f := strings.Fields(ln); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") && !slices.Contains(subs, f[4]) {
+			subs = append(subs, f[4])
+		}
+	}
+	held := map[string]string{}
+	for i, p := range subs {
+		if fi, err := os.Stat(p); err != nil || fi.IsDir() {
+			t.Fatalf("%s: %s is mounted below %s and is not a file the lab binds: %v", c.id(), p, dir, err)
+		}
+		h := filepath.Join(hold, fmt.Sprint(i))
+		if err := os.WriteFile(h, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run("mount", "--bind", p, h)
+		held[p] = h
+	}
+	run("mount", "-t", "overlay", "overlay", "-o", "lowerdir="+dir+",upperdir="+upper+",workdir="+work, dir)
+	for _, p := range subs {
+		run("mount", "--bind", held[p], p)
+	}
+}
+
+// provideLinks gives the cell's node the files its config names that the
+// platform installs and a lab node lacks (the config's lab-links file,
+// "<node path> -> <target>" a line, each with its source in the comments):
+// a symbolic link at the node path. Below a directory that the lab does
+// not give each node of its own, the node's directory becomes an overlay
+// of the machine's (lower) and the node's own (upper), mounted in the
+// node's private mount namespace, so nothing changes on the machine and no
+// other node sees it.
+func provideLinks(t *testing.T, l *labtest.Lab, c *cell) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.cfg.dir, "lab-links"))
+	if os.IsNotExist(err) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounted := map[string]bool{}
+	for n, ln := range strings.Split(string(b), "\n") {
+		if ln = strings.TrimSpace(ln); ln == "" || strings.HasPrefix(ln, "#") {
+			continue
+		}
+		f := strings.Fields(ln)
+		if len(f) != 3 || f[1] != "->" || !filepath.IsAbs(f[0]) || !filepath.IsAbs(f[2]) {
+			t.Fatalf("%s/lab-links:%d: want \"<absolute node path> -> <absolute target>\", got %q", c.cfg.name, n+1, ln)
+		}
+		dir := filepath.Dir(f[0])
+		if l.NodePath(c.node, dir) == dir && !mounted[dir] {
+			overlayOwn(t, l, c, dir)
+			mounted[dir] = true
+		}
+		if out, err := l.TryExec(c.node, "ln", "-s", f[2], f[0]); err != nil {
+			t.Fatalf("%s: link %s -> %s: %v\n%s", c.id(), f[0], f[2], err, out)
+		}
+	}
 }
 
 // probe reads a node's state: unit, CRI plugins and the effective config.
@@ -523,8 +611,8 @@ func runtimeProblems(gen string, dump map[string]string) []string {
 			if ks := folded["binaryname"]; len(ks) == 1 {
 				got = unquote(ks[0][strings.IndexByte(ks[0], '=')+1:])
 			}
-		} else {
-			got = unquote(dump[prefix+"options.BinaryName"])
+		} else if v, ok := decoded(gen, dump, prefix+"options.BinaryName"); ok {
+			got = unquote(v)
 		}
 		if got != want {
 			probs = append(probs, fmt.Sprintf("%s BinaryName as the daemon decodes it: %q, want %q", n, got, want))
@@ -575,20 +663,50 @@ func declared(t *testing.T, gen string) map[string]string {
 func settingsProblems(gen string, dump, want map[string]string) []string {
 	var probs []string
 	for key, v := range want {
-		got, ok := dump[key]
-		if !ok && gen == "2.x" {
-			for k, dv := range dump {
-				if strings.EqualFold(k, key) {
-					got, ok = dv, true
-				}
-			}
-		}
+		got, ok := decoded(gen, dump, key)
 		if !ok || unquote(got) != v {
 			probs = append(probs, fmt.Sprintf("declared %s = %s not in effect (the node loads %s)", key, v, orGone(got, ok)))
 		}
 	}
 	sort.Strings(probs)
 	return probs
+}
+
+// decoded is the value the daemon of generation gen decodes for the key
+// want (spelled as its struct field or tag) from a dump that may spell it
+// otherwise, and whether any spelling is there.
+//
+// 2.x decodes a runtime's options with go-toml v2 (internal/cri/config
+// GenerateRuntimeOptions): the options map is marshalled with its keys
+// sorted, then unmarshalled into the struct matching keys in any case, so
+// of several spellings the last in byte order wins (kubespray's
+// `binaryName` over the default, empty `BinaryName`). 1.x decodes with
+// go-toml v1, which takes the first present of the name as spelled,
+// lower-cased, upper-cased and with its first letter lower-cased
+// (github.com/pelletier/go-toml v1.9.5 marshal.go, valueFromTree's
+// keysToTry): kubespray's `systemdCgroup` is SystemdCgroup there.
+func decoded(gen string, dump map[string]string, want string) (string, bool) {
+	j := strings.LastIndexByte(want, '.')
+	if j < 0 || j == len(want)-1 {
+		v, ok := dump[want]
+		return v, ok
+	}
+	parent, base := want[:j+1], want[j+1:]
+	if gen == "2.x" {
+		best, found := "", false
+		for k := range dump {
+			if strings.EqualFold(k, want) && (!found || k > best) {
+				best, found = k, true
+			}
+		}
+		return dump[best], found
+	}
+	for _, name := range []string{base, strings.ToLower(base), strings.ToTitle(base), strings.ToLower(base[:1]) + base[1:]} {
+		if v, ok := dump[parent+name]; ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // regressions lists the effective values the run changed that were not its
@@ -903,13 +1021,51 @@ func readExpected(t *testing.T) map[string]string {
 	return out
 }
 
+// unconverged are the classes a cell may end in without converging, each
+// with why no run can converge it with the same meaning, matched on the
+// cell's detail. A cell that matches none is shown as unexplained: a
+// defect to look at, not a class.
+var unconverged = []struct {
+	match *regexp.Regexp
+	why   string
+}{
+	{regexp.MustCompile(`is not NVIDIA's runc-based runtime`),
+		"a runtime named like NVIDIA's is another runtime (gVisor's runsc): rewriting it as runc would run its pods on the host kernel, outside the sandbox, so it is not the module's to rebuild unless the play says to replace it (issue 28 #4)"},
+	{regexp.MustCompile(`refusing to write a file the platform owns`),
+		"the file is one a platform generates (k0s writes it again on every start): an edit would be undone on the real node; the refusal names the platform's own drop-in directory"},
+	{regexp.MustCompile(`config version .[34]. is not supported`),
+		"a config written for containerd 2.x (version 3) on 1.x, which does not load it (n/a)"},
+	{regexp.MustCompile(`failed to connect to dbus`),
+		"lab: the config's runc is /usr/sbin/runc, the machine's real runc, and its SystemdCgroup = true needs systemd's D-Bus (/run/systemd/private), which lab nodes do not run (the lab's runc stand-in, which turns systemd cgroups into cgroupfs ones, is /usr/local/sbin/runc, where this config does not look); the proof's pod fails on that runc and the node is put back as it was, which is what a node whose named runtime cannot start a pod must get"},
+}
+
+// whyNot is the class of an unconverged cell: why no run converges it.
+func whyNot(c *cell) string {
+	if c.outcome == "converged" {
+		return ""
+	}
+	for _, u := range unconverged {
+		if u.match.MatchString(c.detail) {
+			return u.why
+		}
+	}
+	return "unexplained"
+}
+
 // matrixTable renders the cells as a markdown table.
 func matrixTable(cells []*cell) string {
 	var b strings.Builder
 	counts := map[string]int{}
+	perGen := map[string]map[string]int{}
+	var gens []string
 	for _, c := range cells {
 		if c.meaningful() {
 			counts[c.outcome]++
+			if perGen[c.gen] == nil {
+				perGen[c.gen] = map[string]int{}
+				gens = append(gens, c.gen)
+			}
+			perGen[c.gen][c.outcome]++
 		}
 	}
 	var kinds []string
@@ -933,11 +1089,25 @@ func matrixTable(cells []*cell) string {
 	b.WriteString("Cells marked n/a hold a config written for containerd 2.x on 1.x (1.6 ignores a version 3 file\n")
 	b.WriteString("silently, 1.7 refuses to start on it): there is no operator setting in effect to keep; they are run\n")
 	b.WriteString("and shown but not counted.\n\n")
+	b.WriteString("For every converged cell of a config with registry `mirrors`, containerd's own code says where pulls go\n")
+	b.WriteString("(e2e corpus_resolve_test.go): the CRI plugin's registryHosts on the config's legacy mirrors, and on the\n")
+	b.WriteString("node's migrated hosts.toml files after the run, for each mirrored registry and docker.io, registry.k8s.io\n")
+	b.WriteString("and quay.io; a cell whose pulls go to other endpoints, in another order or with other TLS settings is\n")
+	b.WriteString("`changed-endpoints`. Every cell that does not converge names its class in the last column: why no run\n")
+	b.WriteString("converges it with the same meaning (`unexplained` would be a defect).\n\n")
 	b.WriteString("Counted cells:")
 	for _, k := range kinds {
 		fmt.Fprintf(&b, " %s %d;", k, counts[k])
 	}
-	b.WriteString("\n\n| config | drop-ins | containerd | before the run | outcome | detail |\n|---|---|---|---|---|---|\n")
+	for _, g := range gens {
+		fmt.Fprintf(&b, "\n- containerd %s:", g)
+		for _, k := range kinds {
+			if n := perGen[g][k]; n > 0 {
+				fmt.Fprintf(&b, " %s %d;", k, n)
+			}
+		}
+	}
+	b.WriteString("\n\n| config | drop-ins | containerd | before the run | outcome | detail | why not converged |\n|---|---|---|---|---|---|---|\n")
 	for _, c := range cells {
 		base := c.baseline.status
 		if c.baseline.dumpErr != "" {
@@ -950,8 +1120,8 @@ func matrixTable(cells []*cell) string {
 		if !c.meaningful() {
 			out = "n/a (" + out + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", c.cfg.name, c.set.name, c.gen,
-			strings.ReplaceAll(base, "|", `\|`), out, strings.ReplaceAll(clip(c.detail, 600), "|", `\|`))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", c.cfg.name, c.set.name, c.gen,
+			strings.ReplaceAll(base, "|", `\|`), out, strings.ReplaceAll(clip(c.detail, 600), "|", `\|`), whyNot(c))
 	}
 	return b.String()
 }
@@ -1002,6 +1172,11 @@ func TestCorpusMatrix(t *testing.T) {
 	byID := map[string]*cell{}
 	for _, c := range all {
 		byID[c.id()] = c
+		// Every cell left unconverged must be of a class no run can
+		// converge with the same meaning (issue 28's acceptance).
+		if c.meaningful() && whyNot(c) == "unexplained" {
+			t.Errorf("%s: %s, of no class that cannot converge: %s", c.id(), c.outcome, c.detail)
+		}
 	}
 	var ids []string
 	for id := range expected {
@@ -1022,6 +1197,58 @@ func TestCorpusMatrix(t *testing.T) {
 		if c.outcome != expected[id] && !(expected[id] == "refused" && c.outcome == "converged") {
 			t.Errorf("%s: want %s, got %s: %s", id, expected[id], c.outcome, c.detail)
 		}
+	}
+}
+
+// TestDecoded pins the value each generation's decoder takes for a
+// declared key from the spellings a dump holds (the runc options kubespray
+// spells in camel case, next to 2.x's defaults).
+func TestDecoded(t *testing.T) {
+	const pre = `plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options.`
+	for _, tc := range []struct {
+		gen  string
+		dump map[string]string
+		want string // "" for absent
+	}{
+		{"1.6", map[string]string{pre + "systemdCgroup": "true"}, "true"},
+		{"1.6", map[string]string{pre + "SYSTEMDCGROUP": "true"}, "true"},
+		{"1.6", map[string]string{pre + "SystemDCgroup": "true"}, ""},
+		{"1.6", map[string]string{pre + "SystemdCgroup": "false", pre + "systemdCgroup": "true"}, "false"},
+		{"1.7", map[string]string{pre + "systemd_cgroup": "true"}, ""},
+		{"2.x", map[string]string{pre + "SystemDCgroup": "true"}, "true"},
+		{"2.x", map[string]string{pre + "SystemdCgroup": "false", pre + "systemdCgroup": "true"}, "true"},
+		{"2.x", map[string]string{pre + "systemd_cgroup": "true"}, ""},
+		{"2.x", map[string]string{`plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata.options.SystemdCgroup`: "true"}, ""},
+	} {
+		got, ok := decoded(tc.gen, tc.dump, pre+"SystemdCgroup")
+		if !ok {
+			got = ""
+		}
+		if got != tc.want {
+			t.Errorf("%s %v: decoded %q, want %q", tc.gen, tc.dump, got, tc.want)
+		}
+	}
+}
+
+// TestWhyNot keeps the classes of MATRIX.md's last column honest: each
+// matches the message its case gives and nothing else, and a cell of no
+// class is unexplained.
+func TestWhyNot(t *testing.T) {
+	for _, tc := range []struct{ detail, want string }{
+		{`refusing to rebuild the runtimes: a runtime of a name this task manages is not NVIDIA's runc-based runtime`, "gVisor"},
+		{`refusing to write a file the platform owns (an edit would be undone on the real node)`, "k0s"},
+		{"level=error msg=\"containerd config version `3` is not supported, the max version is `2`\"", "version 3"},
+		{`unable to apply cgroup configuration: failed to connect to dbus (hint: ...)`, "D-Bus"},
+		{`fork/exec /usr/local/bin/runc: no such file or directory`, "unexplained"},
+		{`plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io".endpoint would both be set`, "unexplained"},
+	} {
+		got := whyNot(&cell{outcome: "refused", detail: tc.detail})
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("whyNot(%q) = %q, want it to say %q", tc.detail, got, tc.want)
+		}
+	}
+	if got := whyNot(&cell{outcome: "converged"}); got != "" {
+		t.Errorf("a converged cell has a class: %q", got)
 	}
 }
 
