@@ -131,6 +131,12 @@ type Task struct {
 	// tasks at load).
 	Block   *Block
 	Section Section
+	// CheckMode is the task's check_mode: (or its block's, include's,
+	// role's or play's), nil when none says: true runs it as check mode
+	// does in an apply too (planned and reported, never applied); false
+	// changes nothing in nodeconverge, whose check mode never runs a
+	// command (the modules that only read run in check mode anyway).
+	CheckMode *bool
 	// Meta is a meta: task's action (flush_handlers, noop), "" for a
 	// module's task; its Module is the key as written (meta or
 	// ansible.builtin.meta) and it has no arguments: the runner does it
@@ -234,6 +240,9 @@ type Play struct {
 	Subset facts.Subset
 	// environment is the play's environment:, given to every task.
 	environment *yaml.Node
+	// checkMode is the play's check_mode:, given to every task that
+	// does not say (Task.CheckMode).
+	checkMode *bool
 }
 
 // AllTasks is the play's tasks followed by its handlers.
@@ -241,9 +250,9 @@ func (p *Play) AllTasks() []*Task {
 	return append(append(make([]*Task, 0, len(p.Tasks)+len(p.Handlers)), p.Tasks...), p.Handlers...)
 }
 
-var playKeys = []string{"become", "environment", "gather_facts", "gather_subset", "gather_timeout", "handlers", "hosts", "max_fail_percentage", "name", "no_log", "post_tasks", "pre_tasks", "roles", "serial", "tasks", "vars"}
+var playKeys = []string{"become", "check_mode", "environment", "gather_facts", "gather_subset", "gather_timeout", "handlers", "hosts", "max_fail_percentage", "name", "no_log", "post_tasks", "pre_tasks", "roles", "serial", "tasks", "vars"}
 
-var taskKeys = []string{"become", "become_user", "changed_when", "delay", "failed_when", "ignore_errors", "name", "no_log", "notify", "register", "retries", "tags", "timeout", "until", "vars", "when"}
+var taskKeys = []string{"become", "become_user", "changed_when", "check_mode", "delay", "failed_when", "ignore_errors", "name", "no_log", "notify", "register", "retries", "tags", "timeout", "until", "vars", "when"}
 
 // fqcnPrefix is accepted in front of module names so playbooks written for
 // Ansible ("ansible.builtin.copy") load unchanged.
@@ -385,6 +394,11 @@ func (l *loader) play(n *yaml.Node) *Play {
 			}
 		case "no_log":
 			p.NoLog, err = l.noLog(val)
+		case "check_mode":
+			var b bool
+			if b, err = l.boolean(val, "check_mode"); err == nil {
+				p.checkMode = &b
+			}
 		case "gather_facts":
 			p.GatherFacts, err = l.boolean(val, "gather_facts")
 		case "environment":
@@ -451,6 +465,10 @@ func (l *loader) play(n *yaml.Node) *Play {
 	for _, t := range p.AllTasks() {
 		if !l.noLogSet[t] {
 			t.NoLog = p.NoLog
+		}
+		if t.CheckMode == nil && p.checkMode != nil {
+			b := *p.checkMode
+			t.CheckMode = &b
 		}
 	}
 	l.foldBecome(p)
@@ -938,6 +956,11 @@ func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool,
 		}
 	case "ignore_errors":
 		t.IgnoreErrors, err = l.boolean(val, "ignore_errors")
+	case "check_mode":
+		var b bool
+		if b, err = l.boolean(val, "check_mode"); err == nil {
+			t.CheckMode = &b
+		}
 	case "become":
 		var b bool
 		if b, err = l.boolean(val, "become"); err == nil {

@@ -63,9 +63,11 @@ type inherit struct {
 	when   []*Cond
 	tags   []string
 	become *bool
-	vars   map[string]any
-	role   *Role
-	env    *yaml.Node
+	// checkMode is the entry's check_mode:.
+	checkMode *bool
+	vars      map[string]any
+	role      *Role
+	env       *yaml.Node
 }
 
 func (in inherit) apply(ts []*Task) {
@@ -79,6 +81,10 @@ func (in inherit) apply(ts []*Task) {
 		if t.Become == nil && in.become != nil {
 			b := *in.become
 			t.Become = &b
+		}
+		if t.CheckMode == nil && in.checkMode != nil {
+			b := *in.checkMode
+			t.CheckMode = &b
 		}
 		if len(in.vars) > 0 {
 			t.Vars = MergeVars(in.vars, t.Vars)
@@ -144,6 +150,11 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 			}
 		case "no_log":
 			_, err = l.noLog(x)
+		case "check_mode":
+			var b bool
+			if b, err = l.boolean(x, "check_mode"); err == nil {
+				in.checkMode = &b
+			}
 		case "environment":
 			err = l.checkEnvironment(nil, x)
 			in.env = x

@@ -148,7 +148,15 @@ func (r *runner) planFrom(ctx context.Context, s *hostRun, p *playbook.Play, fro
 			return &planFailure{task: t, err: err}
 		}
 		s.plans[t] = pl
-		if pl.Skip == "" && pl.Changed() {
+		if checkOnlyTask(t) && m.Imperative && pl.Changed() {
+			// check_mode: true: a command is not run, as in a check.
+			if t.Register != "" {
+				predicted[t.Register] = map[string]any{"changed": false, "failed": false, "skipped": true}
+			}
+			continue
+		}
+		if pl.Skip == "" && pl.Changed() && !checkOnlyTask(t) {
+			// (check_mode: true is reported, never applied.)
 			ov.Record(pl.Files)
 		}
 		if pl.Skip == "" {

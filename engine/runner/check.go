@@ -7,6 +7,7 @@ import (
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/playbook"
 	"nodeconverge/engine/report"
+	"nodeconverge/engine/transport"
 	"strings"
 )
 
@@ -99,6 +100,15 @@ func (r *runner) checkTask(ctx context.Context, tr *report.TaskResult, s *hostRu
 		r.checkErr(tr, err)
 		return
 	}
+	if checkResult(tr, t, m, plan) {
+		s.plan.Record(plan.Files)
+	}
+}
+
+// checkResult reports a task's plan as check mode does: what it would
+// change, never run; it says whether the plan writes files later tasks
+// of a check must see.
+func checkResult(tr *report.TaskResult, t *playbook.Task, m *module.Registration, plan *module.Plan) bool {
 	tr.Plan = plan
 	tr.Msg = plan.Msg
 	switch {
@@ -108,13 +118,42 @@ func (r *runner) checkTask(ctx context.Context, tr *report.TaskResult, s *hostRu
 		tr.Status = report.OK
 	case m.Imperative:
 		tr.Status = report.Skipped
-		if len(plan.Restart) > 0 {
+		switch {
+		case len(plan.Restart) > 0:
 			tr.Msg = "check mode restarts nothing; it would restart " + strings.Join(plan.Restart, ", ")
-		} else {
+		case t.CheckMode != nil && !*t.CheckMode:
+			// Ansible runs it: nodeconverge's check mode runs no
+			// command, whatever the task says.
+			tr.Msg = "check mode does not run commands, check_mode: false or not (nodeconverge cannot know a command only reads); it would run: " + strings.Join(plan.Commands, "; ")
+		default:
 			tr.Msg = "check mode does not run commands; it would run: " + strings.Join(plan.Commands, "; ")
 		}
 	default:
 		tr.Status = report.Changed
-		s.plan.Record(plan.Files)
+		return true
 	}
+	return false
 }
+
+// checkOnly is a task with check_mode: true in an apply: it is planned on
+// the node as the run left it and reported as check mode reports it,
+// never applied (Ansible runs it in check mode whatever the run's mode).
+func (r *runner) checkOnly(ctx context.Context, tr *report.TaskResult, s *hostRun, t *playbook.Task, m *module.Registration, args module.Args) {
+	tr.BaseDir = baseDir(t)
+	plan := s.plans[t]
+	if plan == nil {
+		var err error
+		plan, err = m.Check(r.playCtx(ctx, s, t), transport.ReadOnly(s.h), args)
+		if err == nil {
+			err = module.CheckPaths(plan)
+		}
+		if err != nil {
+			r.checkErr(tr, err)
+			return
+		}
+	}
+	checkResult(tr, t, m, plan)
+}
+
+// checkOnlyTask says t runs in check mode whatever the run's mode.
+func checkOnlyTask(t *playbook.Task) bool { return t.CheckMode != nil && *t.CheckMode }

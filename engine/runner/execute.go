@@ -46,6 +46,11 @@ func (r *runner) execute(ctx context.Context, tr *report.TaskResult, s *hostRun,
 		r.checkTask(ctx, tr, s, t, m, args)
 		return
 	}
+	if checkOnlyTask(t) {
+		at(ctx, s, "check (check_mode: true)")
+		r.checkOnly(ctx, tr, s, t, m, args)
+		return
+	}
 	tr.BaseDir = baseDir(t)
 	st, ok, undo := r.stepOf(ctx, tr, s, h, t, m, args)
 	switch {
