@@ -49,6 +49,7 @@ var ansibleFilters = map[string]exec.FilterFunction{
 	"flatten":     filterFlatten,
 	"split":       filterSplit,
 	"subelements": filterSubelements,
+	"comment":     filterComment,
 }
 
 // allFilterNames is every name Filters may list.
@@ -710,4 +711,89 @@ func lookupValues(e *exec.Evaluator, params *exec.VarArgs) ([]any, error) {
 		return nil, fmt.Errorf("lookup plugin %q is not supported (env and vars are)", plugin)
 	}
 	return out, nil
+}
+
+// commentStyles are Ansible's comment filter styles: what starts and ends
+// the block and what starts each line.
+var commentStyles = map[string]map[string]string{
+	"plain":  {"decoration": "# "},
+	"erlang": {"decoration": "% "},
+	"c":      {"decoration": "// "},
+	"cblock": {"beginning": "/*", "decoration": " * ", "end": " */"},
+	"xml":    {"beginning": "<!--", "decoration": " - ", "end": "-->"},
+}
+
+// filterComment is Ansible's comment filter, step for step (templates put
+// `{{ ansible_managed | comment }}` at the top of a file): the text with
+// each line decorated, between a prefix and a postfix line.
+func filterComment(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	style := "plain"
+	if s := arg(params, 0, "style"); s != nil {
+		style = s.String()
+	}
+	sp, ok := commentStyles[style]
+	if !ok {
+		return errValue("comment: unknown style %q (plain, erlang, c, cblock, xml)", style)
+	}
+	kw := func(name string) (string, bool) {
+		if v := arg(params, 99, name); v != nil {
+			return v.String(), true
+		}
+		return "", false
+	}
+	prepost := sp["decoration"]
+	if d, ok := kw("decoration"); ok {
+		prepost = d
+	}
+	p := map[string]string{
+		"newline": "\n", "beginning": "", "prefix": strings.TrimRight(prepost, " \t\n\r"), "prefix_count": "1",
+		"decoration": "", "postfix": strings.TrimRight(prepost, " \t\n\r"), "postfix_count": "1", "end": "",
+	}
+	for k, v := range sp {
+		p[k] = v
+	}
+	for k := range p {
+		if v, ok := kw(k); ok {
+			p[k] = v
+		}
+	}
+	count := func(k string) (int, error) {
+		n, err := strconv.Atoi(p[k])
+		if err != nil || n < 0 || n > 100 {
+			return 0, fmt.Errorf("comment: %s %q is not a small count", k, p[k])
+		}
+		return n, nil
+	}
+	pre, err := count("prefix_count")
+	if err != nil {
+		return errValue("%v", err)
+	}
+	post, err := count("postfix_count")
+	if err != nil {
+		return errValue("%v", err)
+	}
+	nl, dec := p["newline"], p["decoration"]
+	var b strings.Builder
+	if p["beginning"] != "" {
+		b.WriteString(p["beginning"] + nl)
+	}
+	if p["prefix"] != "" {
+		unit := p["prefix"] + nl
+		if p["prefix"] == nl {
+			unit = nl
+		}
+		b.WriteString(strings.Repeat(unit, pre))
+	}
+	text := dec + strings.ReplaceAll(in.String(), nl, nl+dec)
+	b.WriteString(strings.ReplaceAll(text, dec+nl, strings.TrimRight(dec, " \t\n\r")+nl))
+	for i := 0; i < post; i++ {
+		b.WriteString(nl + p["postfix"])
+	}
+	if p["end"] != "" {
+		b.WriteString(nl + p["end"])
+	}
+	return exec.AsValue(b.String())
 }

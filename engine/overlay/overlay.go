@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"nodeconverge/engine/module"
@@ -81,10 +82,15 @@ func (o *Overlay) Query(ctx context.Context, q transport.Query) (*transport.Snap
 	// probes of a path's kind and mode) answers for the live node: the
 	// planned state of those paths comes with it in Files, as the plan
 	// has it (a zero mode or owner: as the live file's), so the module
-	// can see what the earlier tasks will have done.
+	// can see what the earlier tasks will have done. A Reads entry ending
+	// in "/" is a directory the command lists (find's probe): every planned
+	// file under it comes along.
 	for _, c := range q.Cmds {
-		for _, p := range c.Reads {
-			if f, ok := planned[p]; ok {
+		for _, r := range c.Reads {
+			for p, f := range planned {
+				if p != r && (!strings.HasSuffix(r, "/") || !strings.HasPrefix(p, r)) {
+					continue
+				}
 				if _, asked := snap.Files[p]; !asked {
 					if snap.Files == nil {
 						snap.Files = map[string]*transport.FileInfo{}

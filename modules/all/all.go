@@ -16,6 +16,7 @@ import (
 	_ "nodeconverge/modules/debug"
 	_ "nodeconverge/modules/fail"
 	_ "nodeconverge/modules/file"
+	_ "nodeconverge/modules/find"
 	_ "nodeconverge/modules/lineinfile"
 	_ "nodeconverge/modules/modprobe"
 	_ "nodeconverge/modules/replace"
