@@ -1,8 +1,11 @@
 package module
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"reflect"
 	"sort"
 	"strings"
@@ -23,12 +26,18 @@ import (
 // Adding a module is one folder under modules/ holding the Module, its Args
 // and an init that calls Register, and one blank import in modules/all.
 //
-// What is not here, because the engine does not drive it:
-//   - Plan.Data, a module's own state from Check to Apply (it must survive
-//     JSON: a saved plan is applied in a later process);
-//   - ctrconf.Declarer (modules/containerd/ctrconf), implemented by a
-//     module whose tasks declare containerd settings, which only
-//     `nodeconverge explain --playbook` (engine/app) asks for.
+// An example: a module that reads ahead, has two names and carries its own
+// state from Check to Apply:
+//
+//	func init() {
+//		module.Register(module.Registration{Name: "sysctl", Aliases: []string{"ansible.posix.sysctl"},
+//			Module: Module{}, Prefetch: Module{}.Prefetch, Data: func() any { return new(data) }})
+//	}
+//
+// What is not here, because the engine does not drive it: ctrconf.Declarer
+// (modules/containerd/ctrconf), implemented by a module whose tasks declare
+// containerd settings, which only `nodeconverge explain --playbook`
+// (engine/app) asks for.
 
 // Registration is everything the engine knows about one module. Only Name
 // and Module are required; every other field is a capability, off when
@@ -78,7 +87,7 @@ type Registration struct {
 	// Check come back empty and what it did cannot be foreseen (command,
 	// shell, containerd_restart): the runner does not re-check it after
 	// applying it, plans the rest of the play again before the next write,
-	// and a saved plan does not hold its arguments for a re-check.
+	// and a saved step of it is not re-checked either.
 	Imperative bool
 	// ImperativePlan, for a module only some of whose plans are
 	// imperative (file's state: touch changes the times on every run, as
@@ -104,6 +113,19 @@ type Registration struct {
 	// calls it after rolling the host back, under a fresh bounded context,
 	// and reports the state it returns ("containerd active").
 	Restore func(ctx context.Context, h transport.Writer, p *Plan) (string, error)
+
+	// --- What its plans carry.
+
+	// Data, for a module whose plans carry state of its own from Check to
+	// Apply in Plan.Data (the commands Apply runs, the keys to set live),
+	// returns a pointer to a new zero value of that state's type. The state
+	// must survive JSON: a saved plan is applied by a later process. Before
+	// a saved plan touches a host, the runner decodes each of its steps'
+	// Data into this type, refusing a field the type does not have
+	// (CheckData), so a plan its Apply could not read refuses the host with
+	// the step named instead of failing part way through it. A module
+	// without Data has its Data carried as it is.
+	Data func() any
 }
 
 // Inputs are the things beyond a task's own keys that a module's Args take
@@ -202,6 +224,24 @@ func (r *Registration) FactsOf(a Args) map[string]any {
 	return nil
 }
 
+// CheckData decodes p's Data into r's Data type, as Apply will read it,
+// and refuses a field the type does not have; nil when r states no Data
+// type or p carries none.
+func (r *Registration) CheckData(p *Plan) error {
+	if r.Data == nil || len(p.Data) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(p.Data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(r.Data()); err != nil {
+		return fmt.Errorf("plan data: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("plan data: more than one JSON value")
+	}
+	return nil
+}
+
 var (
 	mu       sync.RWMutex
 	registry = map[string]*Registration{}
@@ -254,6 +294,11 @@ func (r *Registration) check() error {
 	stated("SetEnvironment (InputEnvironment)", r.Inputs&InputEnvironment != 0, has)
 	_, has = a.(FactsArgs)
 	stated("Facts (SetsFacts)", r.SetsFacts, has)
+	if r.Data != nil {
+		if d := reflect.ValueOf(r.Data()); d.Kind() != reflect.Pointer || d.IsNil() {
+			errs = append(errs, "Data must return a pointer to a new value")
+		}
+	}
 	if len(r.FactReserved) > 0 && !r.SetsFacts {
 		errs = append(errs, "names FactReserved but does not set facts")
 	}

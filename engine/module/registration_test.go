@@ -112,3 +112,34 @@ func TestRegistrationNamesAndInputs(t *testing.T) {
 		t.Error("FactsOf of a module that sets no facts is not nil")
 	}
 }
+
+// TestCheckData: a saved plan's Data is read as its module declares it,
+// before Apply would read it; a module that declares none has its Data
+// carried as it is; and Data must make a new value.
+func TestCheckData(t *testing.T) {
+	type state struct {
+		Cmd []string `json:"cmd"`
+	}
+	typed := &module.Registration{Name: "typed", Module: stub{plain}, Data: func() any { return new(state) }}
+	for _, c := range []struct {
+		data, want string
+	}{
+		{`{"cmd":["true"]}`, ""},
+		{``, ""},
+		{`{"cmd":["true"],"extra":1}`, `unknown field "extra"`},
+		{`{"cmd":"true"}`, "cannot unmarshal"},
+		{`{"cmd":[]} {}`, "more than one JSON value"},
+	} {
+		err := typed.CheckData(&module.Plan{Data: []byte(c.data)})
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("CheckData(%s) = %v, want %q", c.data, err, c.want)
+		}
+	}
+	opaque := &module.Registration{Name: "opaque", Module: stub{plain}}
+	if err := opaque.CheckData(&module.Plan{Data: []byte(`"anything"`)}); err != nil {
+		t.Errorf("a module without a Data type: %v", err)
+	}
+	if got := registerErr(module.Registration{Name: "reg_data", Module: stub{plain}, Data: func() any { return state{} }}); !strings.Contains(got, "Data must return a pointer") {
+		t.Errorf("Data returning a value: %q", got)
+	}
+}

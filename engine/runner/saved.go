@@ -225,12 +225,18 @@ func savedStep(st *savedplan.Step, t *playbook.Task) (step, error) {
 		return step{}, fmt.Errorf("module %q is not registered", st.Module)
 	}
 	plan := st.Plan
+	if err := m.CheckData(&plan); err != nil {
+		return step{}, fmt.Errorf("saved plan of %q: %w", st.Task, err)
+	}
 	if t.Loop != nil {
 		// ItemValues is never nil on a loop's plan (register tells a
 		// loop by it).
 		plan.ItemValues = append([]any{}, st.ItemValues...)
 		for i := range st.Items {
 			sub := st.Items[i].Plan
+			if err := m.CheckData(&sub); err != nil {
+				return step{}, fmt.Errorf("saved plan of %q item %d: %w", st.Task, i+1, err)
+			}
 			plan.Items = append(plan.Items, &sub)
 		}
 		if len(plan.Items) == 0 {

@@ -24,7 +24,7 @@ import (
 // A command's plan is not a state: running it does not make the next Check
 // come back empty, and that is fine (Imperative).
 func init() {
-	module.Register(module.Registration{Name: "command", Module: Module{}, Inputs: module.InputEnvironment, Imperative: true})
+	module.Register(module.Registration{Name: "command", Module: Module{}, Inputs: module.InputEnvironment, Imperative: true, Data: PlanData})
 }
 
 // Args are the command module's arguments.
@@ -174,6 +174,10 @@ func PlanCommand(ctx context.Context, h transport.Reader, creates, removes strin
 	}
 	return &module.Plan{Commands: []string{shown}, Data: data}, nil
 }
+
+// PlanData returns a new, empty state of a command's (and a shell
+// script's) plan: module.Registration.Data.
+func PlanData() any { return new(planData) }
 
 // planData is what Apply needs; it lives in the plan so a saved plan runs
 // exactly the command that was reviewed.

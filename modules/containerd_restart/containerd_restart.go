@@ -28,7 +28,7 @@ import (
 // A restart is an action, not a state: it runs only when notified (or owed)
 // and is not re-checked afterwards (Imperative).
 func init() {
-	module.Register(module.Registration{Name: "containerd_restart", Module: Module{}, Imperative: true, Prove: Module{}.Prove, Restore: Module{}.Restore})
+	module.Register(module.Registration{Name: "containerd_restart", Module: Module{}, Imperative: true, Prove: Module{}.Prove, Restore: Module{}.Restore, Data: func() any { return new(Args) }})
 }
 
 // Args are the module's arguments.

@@ -29,7 +29,7 @@ import (
 )
 
 func init() {
-	module.Register(module.Registration{Name: "file", Module: Module{}, ImperativePlan: Module{}.ImperativePlan})
+	module.Register(module.Registration{Name: "file", Module: Module{}, ImperativePlan: Module{}.ImperativePlan, Data: func() any { return new(data) }})
 }
 
 // Args are Ansible's names; path has the aliases dest and name.

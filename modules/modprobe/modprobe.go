@@ -32,7 +32,7 @@ import (
 )
 
 func init() {
-	module.Register(module.Registration{Name: "modprobe", Aliases: []string{"community.general.modprobe"}, Module: Module{}, Prefetch: Module{}.Prefetch})
+	module.Register(module.Registration{Name: "modprobe", Aliases: []string{"community.general.modprobe"}, Module: Module{}, Prefetch: Module{}.Prefetch, Data: func() any { return new(data) }})
 }
 
 // The directories Ansible's module reads and writes.

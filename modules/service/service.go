@@ -26,8 +26,8 @@ import (
 )
 
 func init() {
-	module.Register(module.Registration{Name: "service", Module: Module{kind: "service"}, Prefetch: Module{}.Prefetch, ImperativePlan: Module{}.ImperativePlan})
-	module.Register(module.Registration{Name: "systemd", Aliases: []string{"systemd_service"}, Module: Module{kind: "systemd"}, Prefetch: Module{}.Prefetch, ImperativePlan: Module{}.ImperativePlan})
+	module.Register(module.Registration{Name: "service", Module: Module{kind: "service"}, Prefetch: Module{}.Prefetch, ImperativePlan: Module{}.ImperativePlan, Data: newData})
+	module.Register(module.Registration{Name: "systemd", Aliases: []string{"systemd_service"}, Module: Module{kind: "systemd"}, Prefetch: Module{}.Prefetch, ImperativePlan: Module{}.ImperativePlan, Data: newData})
 }
 
 // Args are ansible.builtin.systemd's arguments (service takes name, state,
@@ -143,6 +143,9 @@ func (a *Args) query() transport.Query {
 
 // Prefetch reads the unit with the play's other reads.
 func (Module) Prefetch(margs module.Args) transport.Query { return margs.(*Args).query() }
+
+// newData is the registration's Data: a new, empty plan state.
+func newData() any { return new(data) }
 
 // data is what Apply runs, in order.
 type data struct {

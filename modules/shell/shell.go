@@ -22,7 +22,7 @@ import (
 // A script's plan is not a state (see command); substitutions into cmd are
 // quoted (ShellArgs).
 func init() {
-	module.Register(module.Registration{Name: "shell", Module: Module{}, Inputs: module.InputEnvironment, Imperative: true, ShellArgs: []string{"cmd"}})
+	module.Register(module.Registration{Name: "shell", Module: Module{}, Inputs: module.InputEnvironment, Imperative: true, ShellArgs: []string{"cmd"}, Data: command.PlanData})
 }
 
 // Args are the shell module's arguments (Ansible's names).

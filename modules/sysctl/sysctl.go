@@ -24,7 +24,7 @@ func init() {
 	// names (name, value, sysctl_file, reload, sysctl_set, state): the
 	// same module in the mode that owns only the named key's line of the
 	// file.
-	module.Register(module.Registration{Name: "sysctl", Aliases: []string{"ansible.posix.sysctl"}, Module: Module{}, Prefetch: Module{}.Prefetch})
+	module.Register(module.Registration{Name: "sysctl", Aliases: []string{"ansible.posix.sysctl"}, Module: Module{}, Prefetch: Module{}.Prefetch, Data: func() any { return new(data) }})
 }
 
 // AnsibleDefaultFile is ansible.posix.sysctl's default sysctl_file.
