@@ -134,8 +134,25 @@ func Has(s string) bool {
 // exists.
 func Parse(src string) (*Template, error) { return ParseWith(src, Options{}) }
 
-// ParseWith parses a template with options.
-func ParseWith(src string, o Options) (t *Template, err error) {
+// ParseWith parses a template with options. The conditional expressions
+// inside its {{ }} are rewritten first (ternary.go: gonja parses them
+// only as a whole {{ }}, and reads `f(x if c else y)` as a variable named
+// if); when the rewritten template does not parse, the template as
+// written is parsed, and its error is the one returned.
+func ParseWith(src string, o Options) (*Template, error) {
+	// A raw block's {{ }} is text, never rewritten.
+	if strings.Contains(src, "if") && !strings.Contains(src, "raw") {
+		if alt, ok := rewriteTemplate(src); ok {
+			if t, err := parseWith(alt, o); err == nil {
+				t.src = src
+				return t, nil
+			}
+		}
+	}
+	return parseWith(src, o)
+}
+
+func parseWith(src string, o Options) (t *Template, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			t, err = nil, &Error{Msg: fmt.Sprintf("invalid template: %v", r)}
