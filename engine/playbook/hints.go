@@ -78,12 +78,10 @@ var taskKeywordHints = map[string]string{
 	"debugger":           "not supported",
 	"ignore_unreachable": "not supported: an unreachable host leaves the run and is reported",
 	"with_list":          "not supported yet: write one task per item",
-	"with_dict":          "not supported: use loop with dict2items",
 	"with_fileglob":      "not supported: list the files in loop",
 	"with_together":      "not supported: use loop over a list of mappings",
 	"with_nested":        "not supported: use loop over a list of mappings",
 	"with_sequence":      "not supported: use loop over a list",
-	"with_subelements":   "not supported: use loop over a list of mappings",
 }
 
 // playKeywordHints maps Ansible play keywords nodeconverge does not run to
@@ -140,8 +138,7 @@ var argHints = map[string]map[string]string{
 		"expand_argument_vars": "not supported: command never expands variables",
 	},
 	"shell": {
-		"executable": "not supported: shell runs /bin/sh",
-		"stdin":      "not supported",
-		"warn":       "not supported (removed in Ansible 2.14 too)",
+		"stdin": "not supported",
+		"warn":  "not supported (removed in Ansible 2.14 too)",
 	},
 }

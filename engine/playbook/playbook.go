@@ -979,6 +979,14 @@ func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool,
 		if err = l.checkEnvironment(t, val); err == nil {
 			t.Environment = append(t.Environment, val)
 		}
+	case "with_dict", "with_subelements":
+		if t.Loop != nil {
+			return true, nodeErr(l.file, k, "a task has one loop: give loop or %s, not both", key)
+		}
+		var conv *yaml.Node
+		if conv, err = l.withLoop(key, val); err == nil {
+			err = l.loop(t, conv)
+		}
 	case "loop", "with_items":
 		if t.Loop != nil {
 			return true, nodeErr(l.file, k, "a task has one loop: give loop or with_items, not both")

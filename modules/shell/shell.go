@@ -11,6 +11,7 @@ package shell
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -31,6 +32,10 @@ type Args struct {
 	Creates string `yaml:"creates"`
 	Removes string `yaml:"removes"`
 	Chdir   string `yaml:"chdir"`
+	// Executable is the shell that runs cmd (Ansible's executable:
+	// /bin/bash), given the script as `EXECUTABLE -c SCRIPT`; /bin/sh
+	// when empty.
+	Executable string `yaml:"executable"`
 
 	// Env is the task's environment: (SetEnvironment), exported first.
 	Env map[string]string `yaml:"-" json:",omitempty"`
@@ -44,6 +49,9 @@ func (a *Args) SetEnvironment(env map[string]string) { a.Env = env }
 func (a *Args) Validate() error {
 	if a.Cmd == "" {
 		return errors.New("cmd is required")
+	}
+	if a.Executable != "" && !strings.HasPrefix(a.Executable, "/") {
+		return fmt.Errorf("executable %q must be an absolute path (a shell such as /bin/bash)", a.Executable)
 	}
 	return nil
 }
@@ -73,7 +81,11 @@ func (Module) Check(ctx context.Context, h transport.Reader, ma module.Args) (*m
 	if a.Chdir != "" {
 		script = "cd " + transport.ShellQuote(a.Chdir) + " || exit 1\n" + script
 	}
-	return command.PlanCommand(ctx, h, a.Creates, a.Removes, transport.Cmd{Script: script}, script)
+	c := transport.Cmd{Script: script}
+	if a.Executable != "" {
+		c = transport.Cmd{Argv: []string{a.Executable, "-c", script}}
+	}
+	return command.PlanCommand(ctx, h, a.Creates, a.Removes, c, script)
 }
 
 // Apply runs the planned script; a non-zero exit fails the task with its output.

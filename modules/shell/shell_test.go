@@ -103,3 +103,31 @@ func TestShellRunsScripts(t *testing.T) {
 		t.Errorf("the redirection did not write in chdir: %v", err)
 	}
 }
+
+// TestShellExecutable: executable: /bin/bash runs cmd with bash (a bash
+// array works), with chdir and the environment as with /bin/sh; a relative
+// executable is refused.
+func TestShellExecutable(t *testing.T) {
+	dir := t.TempDir()
+	h := node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(dir, "state"), RunID: "20260101T000000Z-test"})
+	a := &shell.Args{Cmd: `a=(x y z); echo "${#a[@]} $PWD $V"`, Chdir: dir, Executable: "/bin/bash"}
+	a.SetEnvironment(map[string]string{"V": "v1"})
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	plan, err := shell.Module{}.Check(ctx, transport.ReadOnly(h), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := shell.Module{}.Apply(ctx, h, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(res.Output), "3 "+dir+" v1"; got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+	if err := (&shell.Args{Cmd: "true", Executable: "bash"}).Validate(); err == nil {
+		t.Error("a relative executable was accepted")
+	}
+}
