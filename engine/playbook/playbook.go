@@ -838,6 +838,13 @@ func (l *loader) task(n *yaml.Node, handler bool) *Task {
 		l.add(nodeErr(l.file, v, "handler needs a name: notify finds handlers by name"))
 	}
 	l.checkUntil(t)
+	if modKey != nil {
+		var err error
+		if modVal, err = l.kvArgs(t, modVal); err != nil {
+			l.add(err)
+			return nil
+		}
+	}
 	if modKey != nil && argsKey != nil {
 		var err error
 		if modVal, err = l.mergeArgs(modVal, argsKey, argsVal); err != nil {
