@@ -292,9 +292,12 @@ func resolve(t *testing.T, gen string, before, after, certs string, regs []strin
 // shadow them before the run, which the run repairs; on 2.x with the
 // incident's drop-in the CRI plugin refuses them together with its
 // config_path; either way they are what the operator wrote), after the run
-// the node's dump and its certs.d. It returns the mirrored namespaces (nil
-// for a config without mirrors) and, per registry asked, how its endpoints
-// changed ("" for not at all).
+// the node's dump and its certs.d. It returns, per registry asked, how its
+// endpoints changed ("" for not at all); nil for a config without mirrors.
+// A hosts.toml's ca, client and key paths are read on this machine, not
+// the node's: none of the corpus's mirrors configs has TLS settings, and a
+// file missing here fails the cell loudly (changed-endpoints), never
+// silently.
 func cellEndpoints(t *testing.T, l *labtest.Lab, c *cell) (map[string]string, error) {
 	t.Helper()
 	gen := labtest.Generation(c.gen)
