@@ -707,8 +707,14 @@ func lookupValues(e *exec.Evaluator, params *exec.VarArgs) ([]any, error) {
 			}
 			out = append(out, native(exec.ToValue(v)))
 		}
+	case "file", "ansible.builtin.file":
+		return lookupFile(e, params, terms)
+	case "template", "ansible.builtin.template":
+		return lookupTemplate(e, terms)
+	case "first_found", "ansible.builtin.first_found":
+		return lookupFirstFound(e, params, terms)
 	default:
-		return nil, fmt.Errorf("lookup plugin %q is not supported (env and vars are)", plugin)
+		return nil, fmt.Errorf("lookup plugin %q is not supported (env, vars, file, template and first_found are)", plugin)
 	}
 	return out, nil
 }

@@ -99,8 +99,10 @@ type Task struct {
 	// render the task concurrently.
 	argNames  []string
 	templates map[string]*jinja.Template
-	// flatten says with_items: nested lists are flattened one level.
-	flatten bool
+	// flatten says with_items: nested lists are flattened one level;
+	// firstFound says the loop is with_first_found's (its one item the
+	// first file found).
+	flatten, firstFound bool
 	// loopVar and indexVar are loop_control's loop_var and index_var.
 	loopVar, indexVar string
 	// Environment is the task's environment: (its play's, its block's or
@@ -993,6 +995,20 @@ func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool,
 		var conv *yaml.Node
 		if conv, err = l.withLoop(key, val); err == nil {
 			err = l.loop(t, conv)
+		}
+	case "with_first_found":
+		if t.Loop != nil {
+			return true, nodeErr(l.file, k, "a task has one loop: give one of loop, with_items, with_first_found")
+		}
+		if v := yamlx.Deref(val); v == nil || v.Kind != yaml.SequenceNode && v.Kind != yaml.MappingNode {
+			return true, nodeErr(l.file, val, "with_first_found must be a list of file names or a mapping with files and paths, got %s", yamlx.KindName(v))
+		}
+		wrapped := val
+		if v := yamlx.Deref(val); v.Kind == yaml.MappingNode {
+			wrapped = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: v.Line, Column: v.Column, Content: []*yaml.Node{v}}
+		}
+		if err = l.loop(t, wrapped); err == nil {
+			t.firstFound = true
 		}
 	case "loop", "with_items":
 		if t.Loop != nil {

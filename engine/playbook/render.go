@@ -162,6 +162,19 @@ func (t *Task) items(vars map[string]any) ([]any, error) {
 	if err != nil {
 		return nil, nodeErr(t.Pos.File, t.Loop, "loop: %v", err)
 	}
+	if t.firstFound {
+		// with_first_found: one item, the first of the files that
+		// exists on the task's search path.
+		terms, ok := v.([]any)
+		if !ok {
+			terms = []any{v}
+		}
+		found, err := jinja.FirstFound(terms, t.searchDirs, t.Module)
+		if err != nil {
+			return nil, nodeErr(t.Pos.File, t.Loop, "with_first_found: %v", err)
+		}
+		return found, nil
+	}
 	list, ok := v.([]any)
 	if !ok {
 		return nil, nodeErr(t.Pos.File, t.Loop, "loop: %s is not a list", jinja.Text(v))

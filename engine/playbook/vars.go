@@ -211,6 +211,13 @@ func hasTemplateValue(v any, level int) bool {
 // templated variable too, leniently (ResolveAll), since the file may read
 // any of them.
 func (t *Task) ResolveFor(vars map[string]any, data map[string]bool) (map[string]any, error) {
+	// The file lookups (file, template, first_found) find files on the
+	// task's search path, as Ansible's do.
+	dirs := make([]any, len(t.searchDirs))
+	for i, d := range t.searchDirs {
+		dirs[i] = d
+	}
+	vars = MergeVars(vars, map[string]any{jinja.SearchPathVar: dirs, jinja.ActionVar: t.Module})
 	out, err := Resolve(vars, t.Names(), data)
 	if err != nil {
 		return nil, err
