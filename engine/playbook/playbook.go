@@ -81,6 +81,10 @@ type Task struct {
 	// IgnoreErrors keeps a host in the play when the task fails there;
 	// the failure is counted as ignored.
 	IgnoreErrors bool
+	// IgnoreErrorsWhen is a templated ignore_errors ("{{ x | default(true)
+	// }}"), decided per host with its variables when the task fails there;
+	// nil when ignore_errors is a plain boolean (IgnoreErrors).
+	IgnoreErrorsWhen []*Cond
 	// Become is the task's `become:`, nil when it does not say; the play
 	// folds it into its own (one connection per host).
 	Become *bool
@@ -964,7 +968,11 @@ func (l *loader) taskKeyword(t *Task, key string, k, val *yaml.Node) (done bool,
 			err = nodeErr(l.file, val, "register: %q is not a variable name (letters, digits and _)", t.Register)
 		}
 	case "ignore_errors":
-		t.IgnoreErrors, err = l.boolean(val, "ignore_errors")
+		if x := yamlx.Deref(val); x != nil && x.Kind == yaml.ScalarNode && jinja.Has(x.Value) {
+			t.IgnoreErrorsWhen, err = l.conds(val, "ignore_errors")
+		} else {
+			t.IgnoreErrors, err = l.boolean(val, "ignore_errors")
+		}
 	case "check_mode":
 		var b bool
 		if b, err = l.boolean(val, "check_mode"); err == nil {

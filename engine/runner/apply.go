@@ -127,7 +127,7 @@ func (r *runner) planFrom(ctx context.Context, s *hostRun, p *playbook.Play, fro
 			err = module.CheckPaths(pl)
 		}
 		if err != nil {
-			if t.IgnoreErrors {
+			if r.ignoresErrors(s, p, t) {
 				s.planErrs[t] = err
 				if t.Register != "" {
 					predicted[t.Register] = map[string]any{"changed": false, "failed": true, "skipped": false}

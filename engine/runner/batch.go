@@ -531,7 +531,7 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 			s.cut = true
 		case derr != nil:
 			tr.Status, tr.Msg = report.Failed, derr.Error()
-			if t.IgnoreErrors {
+			if r.ignoresErrors(s, p, t) {
 				tr.Ignored = true
 			}
 			r.register(s, t, tr)

@@ -343,10 +343,25 @@ func (r *runner) judge(s *hostRun, p *playbook.Play, t *playbook.Task, tr *repor
 			}
 		}
 	}
-	if tr.Status == report.Failed && t.IgnoreErrors {
+	if tr.Status == report.Failed && r.ignoresErrors(s, p, t) {
 		tr.Ignored = true
 	}
 	r.register(s, t, tr)
+}
+
+// ignoresErrors says whether a failure of t on s is ignored: its
+// ignore_errors, or what its templated ignore_errors gives with the host's
+// variables (a template that cannot be decided ignores nothing).
+func (r *runner) ignoresErrors(s *hostRun, p *playbook.Play, t *playbook.Task) bool {
+	if len(t.IgnoreErrorsWhen) == 0 {
+		return t.IgnoreErrors
+	}
+	vars, err := taskVars(s.host, p, t, s.facts, s.registered, r.o)
+	if err != nil {
+		return false
+	}
+	ok, _, err := playbook.Holds(t.IgnoreErrorsWhen, vars)
+	return err == nil && ok
 }
 
 func isCommandPlan(tr *report.TaskResult) bool { return tr.Plan != nil && len(tr.Plan.Commands) > 0 }
