@@ -80,6 +80,16 @@ type Registration struct {
 	// FactReserved are the arguments of a SetsFacts module that are not
 	// variable names (set_fact's cacheable).
 	FactReserved []string
+	// Unsupported are arguments of Ansible's module of the same name that
+	// this one does not take, each with what to do instead: the loader
+	// says it where a task gives one, rather than a closest name.
+	Unsupported map[string]string
+	// Retries says a task of the module may carry until: (with retries:
+	// and delay:): the runner runs it again until the condition holds, as
+	// Ansible's task executor does. Only a module whose plan is an action
+	// (command, shell) states it; a converge module checks and applies
+	// once, and the loader refuses until: on it.
+	Retries bool
 
 	// --- How the runner treats its plans.
 

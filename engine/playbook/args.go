@@ -298,8 +298,10 @@ func (l *loader) checkKeys(t *Task, n *yaml.Node, typ reflect.Type, path string,
 // nodeconverge way when the name is an Ansible argument with one, else the
 // closest argument name.
 func (l *loader) argHint(t *Task, name string, names []string) string {
-	if h, ok := argHints[t.Module][name]; ok {
-		return ": " + h
+	if m, ok := module.Lookup(t.Module); ok {
+		if h, ok := m.Unsupported[name]; ok {
+			return ": " + h
+		}
 	}
 	return yamlx.DidYouMean(name, names)
 }

@@ -116,29 +116,3 @@ func moduleHint(name string) string {
 	}
 	return moduleHints[short]
 }
-
-// argHints maps, per module, Ansible argument names nodeconverge's module
-// does not take to what to do instead.
-var argHints = map[string]map[string]string{
-	"copy": {
-		"force":          "not supported: copy always makes dest hold exactly the content",
-		"directory_mode": "not supported: create the directory with file (state: directory)",
-		"follow":         "not supported",
-		"decrypt":        "not supported",
-		"local_follow":   "not supported",
-		"unsafe_writes":  "not supported: every write is atomic",
-		"attributes":     "not supported",
-		"seuser":         "not supported", "serole": "not supported", "setype": "not supported", "selevel": "not supported",
-	},
-	"command": {
-		"stdin":                "not supported",
-		"executable":           "not supported: command runs no shell; use shell",
-		"warn":                 "not supported (removed in Ansible 2.14 too)",
-		"strip_empty_ends":     "not supported",
-		"expand_argument_vars": "not supported: command never expands variables",
-	},
-	"shell": {
-		"stdin": "not supported",
-		"warn":  "not supported (removed in Ansible 2.14 too)",
-	},
-}

@@ -1342,8 +1342,8 @@ const (
 )
 
 // checkUntil checks until: once the task's module is known: it runs a
-// command again (command, shell), never a converge module, and not in a
-// loop. Without until:, retries: and delay: do nothing, as in Ansible.
+// module that states Retries again (command, shell), never a converge
+// module, and not in a loop. Without until:, retries: and delay: do nothing, as in Ansible.
 func (l *loader) checkUntil(t *Task) {
 	if t.Until == nil {
 		t.Attempts, t.Delay = 0, 0
@@ -1353,12 +1353,31 @@ func (l *loader) checkUntil(t *Task) {
 		// Ansible's default delay.
 		t.Delay = 5 * time.Second
 	}
+	m, known := module.Lookup(t.Module)
 	switch {
-	case t.Module != "" && t.Module != "command" && t.Module != "shell":
-		l.add(nodeErr(l.file, t.untilAt, "until: on %s: not supported: only command and shell are run again; a converge module checks and applies once (a module that must wait for something checks it itself)", t.Module))
+	case t.Module != "" && (!known || !m.Retries):
+		l.add(nodeErr(l.file, t.untilAt, "until: on %s: not supported: only %s run again; a converge module checks and applies once (a module that must wait for something checks it itself)", t.Module, retried()))
 	case t.Loop != nil:
 		l.add(nodeErr(l.file, t.untilAt, "until: with a loop: not supported: write one task per item"))
 	}
+}
+
+// retried names the modules until: runs again (Registration.Retries), for
+// the message that refuses it on another.
+func retried() string {
+	var names []string
+	for _, m := range module.All() {
+		if m.Retries {
+			names = append(names, m.Name)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return "no module is"
+	case 1:
+		return names[0] + " is"
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1] + " are"
 }
 
 // count reads a whole number from -hi to hi (retries:, delay:); a

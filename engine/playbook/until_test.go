@@ -8,10 +8,9 @@ import (
 	"nodeconverge/engine/module"
 )
 
-// command is a fake of the module until: runs again (until checks the
-// name).
+// command is a fake of a module until: runs again (it states Retries).
 func init() {
-	module.Register(module.Registration{Name: "command", Module: fake{func() module.Args { return &commandArgs{} }}})
+	module.Register(module.Registration{Name: "command", Module: fake{func() module.Args { return &commandArgs{} }}, Retries: true})
 }
 
 // TestUntilLoad: until: takes Ansible's defaults (3 attempts, 5 s apart),

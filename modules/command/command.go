@@ -24,7 +24,17 @@ import (
 // A command's plan is not a state: running it does not make the next Check
 // come back empty, and that is fine (Imperative).
 func init() {
-	module.Register(module.Registration{Name: "command", Module: Module{}, Inputs: module.InputEnvironment, Imperative: true, Data: PlanData})
+	module.Register(module.Registration{Name: "command", Module: Module{}, Inputs: module.InputEnvironment, Imperative: true, Retries: true, Data: PlanData, Unsupported: unsupported})
+}
+
+// unsupported are ansible.builtin.command's arguments command does not
+// take.
+var unsupported = map[string]string{
+	"stdin":                "not supported",
+	"executable":           "not supported: command runs no shell; use shell",
+	"warn":                 "not supported (removed in Ansible 2.14 too)",
+	"strip_empty_ends":     "not supported",
+	"expand_argument_vars": "not supported: command never expands variables",
 }
 
 // Args are the command module's arguments.

@@ -21,7 +21,19 @@ import (
 )
 
 func init() {
-	module.Register(module.Registration{Name: "copy", Module: Module{}, Inputs: module.InputBaseDir | module.InputSearchPath})
+	module.Register(module.Registration{Name: "copy", Module: Module{}, Inputs: module.InputBaseDir | module.InputSearchPath, Unsupported: unsupported})
+}
+
+// unsupported are ansible.builtin.copy's arguments copy does not take.
+var unsupported = map[string]string{
+	"force":          "not supported: copy always makes dest hold exactly the content",
+	"directory_mode": "not supported: create the directory with file (state: directory)",
+	"follow":         "not supported",
+	"decrypt":        "not supported",
+	"local_follow":   "not supported",
+	"unsafe_writes":  "not supported: every write is atomic",
+	"attributes":     "not supported",
+	"seuser":         "not supported", "serole": "not supported", "setype": "not supported", "selevel": "not supported",
 }
 
 // Args are the copy module's arguments, named as Ansible names them.

@@ -23,7 +23,13 @@ import (
 // A script's plan is not a state (see command); substitutions into cmd are
 // quoted (ShellArgs).
 func init() {
-	module.Register(module.Registration{Name: "shell", Module: Module{}, Inputs: module.InputEnvironment, Imperative: true, ShellArgs: []string{"cmd"}, Data: command.PlanData})
+	module.Register(module.Registration{Name: "shell", Module: Module{}, Inputs: module.InputEnvironment, Imperative: true, ShellArgs: []string{"cmd"}, Retries: true, Data: command.PlanData, Unsupported: unsupported})
+}
+
+// unsupported are ansible.builtin.shell's arguments shell does not take.
+var unsupported = map[string]string{
+	"stdin": "not supported",
+	"warn":  "not supported (removed in Ansible 2.14 too)",
 }
 
 // Args are the shell module's arguments (Ansible's names).

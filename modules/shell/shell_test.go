@@ -13,6 +13,7 @@ import (
 	"nodeconverge/engine/transport"
 	"nodeconverge/engine/transport/localconn"
 	_ "nodeconverge/modules/command"
+	_ "nodeconverge/modules/debug"
 	"nodeconverge/modules/shell"
 )
 
@@ -129,5 +130,47 @@ func TestShellExecutable(t *testing.T) {
 	}
 	if err := (&shell.Args{Cmd: "true", Executable: "bash"}).Validate(); err == nil {
 		t.Error("a relative executable was accepted")
+	}
+}
+
+// TestRegistrationSays: what shell and command state in their registrations
+// reaches the loader: an Ansible argument they do not take is refused with
+// what to do instead, and until: is taken on them but refused on a converge
+// module.
+func TestRegistrationSays(t *testing.T) {
+	pb := filepath.Join(t.TempDir(), "site.yaml")
+	body := `- hosts: all
+  tasks:
+    - {name: a, shell: {cmd: "true", stdin: x}}
+    - {name: b, command: {cmd: "true", executable: /bin/bash}}
+    - {name: c, shell: "true", register: r, until: r.rc == 0}
+    - {name: d, command: "true", register: r, until: r.rc == 0}
+    - {name: e, debug: {msg: hi}, register: r, until: r is success}
+`
+	if err := os.WriteFile(pb, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := playbook.Load(pb)
+	if err == nil {
+		t.Fatal("loaded a playbook with unsupported arguments and until: on debug")
+	}
+	said := map[string]string{}
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if _, rest, ok := strings.Cut(l, "site.yaml:"); ok {
+			n, _, _ := strings.Cut(rest, ":")
+			said[n] += l
+		}
+	}
+	for line, want := range map[string]string{
+		"3": `"stdin": not supported`,
+		"4": `"executable": not supported: command runs no shell; use shell`,
+		"7": "until: on debug: not supported: only command and shell are run again",
+	} {
+		if !strings.Contains(said[line], want) {
+			t.Errorf("line %s: load error says %q, want %q\n%s", line, said[line], want, err)
+		}
+	}
+	if said["5"]+said["6"] != "" {
+		t.Errorf("until: on shell or command refused:\n%s", err)
 	}
 }
