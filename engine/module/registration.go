@@ -25,6 +25,9 @@ import (
 //
 // Adding a module is one folder under modules/ holding the Module, its Args
 // and an init that calls Register, and one blank import in modules/all.
+// What Check and Apply exchange and return (Plan, Result, a
+// ValidationError for a blocked write, an error that is Proven) is in
+// module.go.
 //
 // An example: a module that reads ahead, has two names and carries its own
 // state from Check to Apply:
