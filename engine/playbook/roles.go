@@ -3,8 +3,11 @@ package playbook
 import (
 	"encoding/json"
 	"fmt"
+	"nodeconverge/engine/jinja"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -127,6 +130,10 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 	var ownTags []string
 	// rescue and always are a block's other sections.
 	var rescue, always *yaml.Node
+	// loopNode is an include's loop,
+	// loopVar and indexVar its loop_control's names.
+	var loopNode *yaml.Node
+	var loopVar, indexVar string
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, x := yamlx.Deref(v.Content[i]), v.Content[i+1]
 		if k == key || k == nil {
@@ -190,8 +197,21 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 			if ap.become != nil {
 				in.become = ap.become
 			}
-		case "loop", "with_items", "loop_control":
-			err = nodeErr(l.file, k, "%s on %s: not supported yet: nodeconverge expands task files at load; write one include per item", k.Value, kind)
+		case "loop", "with_items":
+			if kind != "include_tasks" && kind != "include_role" {
+				err = nodeErr(l.file, k, "%s on %s: not supported: only include_tasks and include_role loop", k.Value, kind)
+				break
+			}
+			loopNode = x
+		case "loop_control":
+			if kind != "include_tasks" && kind != "include_role" {
+				err = nodeErr(l.file, k, "loop_control on %s: not supported: only include_tasks and include_role loop", kind)
+				break
+			}
+			var lc Task
+			if err = l.loopControl(&lc, x); err == nil {
+				loopVar, indexVar = lc.loopVar, lc.indexVar
+			}
 		default:
 			if hint, ok := taskKeywordHints[k.Value]; ok {
 				err = nodeErr(l.file, k, "task keyword %q is %s", k.Value, hint)
@@ -200,6 +220,28 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 			}
 		}
 		l.add(err)
+	}
+	var items []any
+	if loopNode != nil {
+		var err error
+		if items, err = l.includeItems(loopNode, kind); err != nil {
+			l.add(err)
+			return nil
+		}
+		if loopVar == "" {
+			loopVar = "item"
+		}
+	} else if loopVar != "" || indexVar != "" {
+		l.add(nodeErr(l.file, v, "loop_control without a loop on %s", kind))
+	}
+	// perItem gives each item's tasks the item (and its index) as
+	// variables: Ansible's include loop, expanded at load.
+	perItem := func(i int, ts []*Task) {
+		vars := map[string]any{loopVar: items[i]}
+		if indexVar != "" {
+			vars[indexVar] = i
+		}
+		inherit{vars: vars}.apply(ts)
 	}
 	var out []*Task
 	switch kind {
@@ -228,25 +270,58 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 			l.add(err)
 			return nil
 		}
-		if strings.Contains(file, "{{") {
-			l.add(nodeErr(l.file, val, "%s: %q: a templated file name is not supported yet: nodeconverge reads task files at load; name the file", kind, file))
+		switch {
+		case items != nil:
+			for i, it := range items {
+				name, err := l.itemName(file, loopVar, indexVar, it, i, val, kind)
+				if err != nil {
+					l.add(err)
+					return nil
+				}
+				p, err := l.findTaskFile(name, val)
+				if err != nil {
+					l.add(err)
+					return nil
+				}
+				ts := l.taskFile(p, handler, val)
+				perItem(i, ts)
+				out = append(out, ts...)
+			}
+		case strings.Contains(file, "{{") && kind == "include_tasks":
+			out = l.templatedInclude(file, handler, val)
+		case strings.Contains(file, "{{"):
+			l.add(nodeErr(l.file, val, "%s: %q: a templated file name is not supported: import_tasks is read at load; use include_tasks", kind, file))
 			return nil
+		default:
+			p, err := l.findTaskFile(file, val)
+			if err != nil {
+				l.add(err)
+				return nil
+			}
+			out = l.taskFile(p, handler, val)
 		}
-		p, err := l.findTaskFile(file, val)
-		if err != nil {
-			l.add(err)
-			return nil
-		}
-		out = l.taskFile(p, handler, val)
 	case "import_role", "include_role":
 		ref, err := l.roleArgs(val, kind)
 		if err != nil {
 			l.add(err)
 			return nil
 		}
-		ts, hs := l.role(ref, val)
-		out = ts
-		l.extraHandlers = append(l.extraHandlers, hs...)
+		if items == nil {
+			ts, hs := l.role(ref, val)
+			out = ts
+			l.extraHandlers = append(l.extraHandlers, hs...)
+			break
+		}
+		for i, it := range items {
+			// Each item is a use of the role with its own params, so
+			// it runs once per item, as Ansible's include_role loop.
+			r := *ref
+			r.params = MergeVars(ref.params, map[string]any{loopVar: it})
+			ts, hs := l.role(&r, val)
+			perItem(i, ts)
+			out = append(out, ts...)
+			l.extraHandlers = append(l.extraHandlers, hs...)
+		}
 	}
 	in.apply(out)
 	if raw := strings.TrimPrefix(key.Value, fqcnPrefix); raw == "include_tasks" || raw == "include_role" || raw == "include" {
@@ -893,4 +968,146 @@ func (l *loader) includeVars(v *yaml.Node) {
 		v.Content[i+1] = m
 		return
 	}
+}
+
+// includeItems reads an include's loop: a list written out, whose items
+// hold no template (nodeconverge expands an include loop at load, before
+// any host's variables are known).
+func (l *loader) includeItems(n *yaml.Node, kind string) ([]any, error) {
+	v := yamlx.Deref(n)
+	if v == nil || v.Kind != yaml.SequenceNode {
+		return nil, nodeErr(l.file, n, "loop on %s: give the list itself (nodeconverge expands an include's loop at load, before any host's variables are known; a loop over a template is not supported)", kind)
+	}
+	var bad *yaml.Node
+	var walk func(*yaml.Node, int)
+	walk = func(x *yaml.Node, depth int) {
+		x = yamlx.Deref(x)
+		if x == nil || depth > 50 || bad != nil {
+			return
+		}
+		if x.Kind == yaml.ScalarNode && jinja.Has(x.Value) {
+			bad = x
+		}
+		for _, c := range x.Content {
+			walk(c, depth+1)
+		}
+	}
+	walk(v, 0)
+	if bad != nil {
+		return nil, nodeErr(l.file, bad, "loop on %s: %q: a template in an include's loop is not supported (it is expanded at load); write the item out", kind, bad.Value)
+	}
+	x, err := decodeValue(l.file, v)
+	if err != nil {
+		return nil, err
+	}
+	items, _ := x.([]any)
+	return items, nil
+}
+
+// itemName renders an include loop's file name for one item: the
+// template may read only the loop's variables.
+func (l *loader) itemName(file, loopVar, indexVar string, item any, i int, at *yaml.Node, kind string) (string, error) {
+	if !jinja.Has(file) {
+		return file, nil
+	}
+	tpl, err := jinja.Parse(file)
+	if err != nil {
+		return "", nodeErr(l.file, at, "%s: %v", kind, err)
+	}
+	for _, n := range tpl.Names() {
+		if n != loopVar && n != indexVar {
+			return "", nodeErr(l.file, at, "%s: %q reads %s: in a loop, an include's file name may read only %s (it is expanded at load)", kind, file, n, loopVar)
+		}
+	}
+	vars := map[string]any{loopVar: item}
+	if indexVar != "" {
+		vars[indexVar] = i
+	}
+	name, err := tpl.Render(vars)
+	if err != nil {
+		return "", nodeErr(l.file, at, "%s: %v", kind, err)
+	}
+	return name, nil
+}
+
+// templatedInclude reads an include_tasks whose file name is a template
+// of the host's variables ("setup-{{ ansible_os_family }}.yml"): every
+// task file the name can give (the name with each {{ }} as a wildcard,
+// where include_tasks looks) is read, each under the condition that the
+// name renders to it on the host. Ansible reads only the one a host
+// renders; nodeconverge reads them all, so --syntax-check sees every one,
+// and decides per host which runs.
+func (l *loader) templatedInclude(file string, handler bool, at *yaml.Node) []*Task {
+	if strings.Contains(file, "{%") {
+		l.add(nodeErr(l.file, at, "include_tasks: %q: only {{ }} is supported in a file name", file))
+		return nil
+	}
+	// The name as an expression (text ~ (expr) ~ text) and as a glob.
+	var expr []string
+	var glob strings.Builder
+	rest := file
+	for rest != "" {
+		i := strings.Index(rest, "{{")
+		if i < 0 {
+			expr = append(expr, strconv.Quote(rest))
+			glob.WriteString(rest)
+			break
+		}
+		j := strings.Index(rest[i:], "}}")
+		if j < 0 {
+			l.add(nodeErr(l.file, at, "include_tasks: %q: unclosed {{", file))
+			return nil
+		}
+		if i > 0 {
+			expr = append(expr, strconv.Quote(rest[:i]))
+			glob.WriteString(rest[:i])
+		}
+		expr = append(expr, "("+strings.TrimSpace(rest[i+2:i+j])+")")
+		glob.WriteString("*")
+		rest = rest[i+j+2:]
+	}
+	name := strings.Join(expr, " ~ ")
+	var dirs []string
+	dirs = append(dirs, filepath.Dir(l.file))
+	if l.curRole != nil {
+		dirs = append(dirs, filepath.Join(l.curRole.Path, "tasks"), l.curRole.Path)
+	}
+	dirs = append(dirs, l.playDir)
+	seen := map[string]bool{}
+	var rels []string
+	paths := map[string]string{}
+	for _, d := range dedupeStrings(dirs) {
+		matches, err := filepath.Glob(filepath.Join(d, glob.String()))
+		if err != nil {
+			l.add(nodeErr(l.file, at, "include_tasks: %q: %v", file, err))
+			return nil
+		}
+		sort.Strings(matches)
+		for _, m := range matches {
+			rel, err := filepath.Rel(d, m)
+			if st, serr := os.Stat(m); err != nil || serr != nil || st.IsDir() || seen[rel] {
+				continue
+			}
+			seen[rel] = true
+			rels = append(rels, rel)
+			paths[rel] = m
+		}
+	}
+	if len(rels) == 0 {
+		l.add(nodeErr(l.file, at, "include_tasks: %q: no task file matches %s (looked in %s)", file, glob.String(), strings.Join(dedupeStrings(dirs), ", ")))
+		return nil
+	}
+	var out []*Task
+	for _, rel := range rels {
+		src := fmt.Sprintf("(%s) == %s", name, strconv.Quote(rel))
+		e, err := jinja.ParseExpr(src)
+		if err != nil {
+			l.add(nodeErr(l.file, at, "include_tasks: %q: %v", file, err))
+			return nil
+		}
+		ts := l.taskFile(paths[rel], handler, at)
+		inherit{when: []*Cond{{Expr: e, Src: src, Pos: posOf(l.file, at)}}}.apply(ts)
+		out = append(out, ts...)
+	}
+	return out
 }

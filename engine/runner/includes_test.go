@@ -1,0 +1,89 @@
+package runner_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"nodeconverge/engine/playbook"
+	"nodeconverge/engine/report"
+)
+
+// TestDynamicIncludes: include_tasks over a loop runs its file once per
+// item, the item under loop_control's name; a file name templated from
+// the host's variables runs, on each host, the file it renders to there;
+// include_role over a loop runs the role once per item.
+func TestDynamicIncludes(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"site.yaml": `- hosts: all
+  gather_facts: false
+  vars:
+    flavour: "{{ 'gpu' if inventory_hostname == 'h1' else 'cpu' }}"
+  tasks:
+    - name: per part
+      include_tasks: "part-{{ part }}.yml"
+      loop: [a, b]
+      loop_control: {loop_var: part, index_var: n}
+    - name: per flavour
+      include_tasks: "setup-{{ flavour }}.yml"
+    - include_role: {name: greet}
+      loop: [x, y]
+`,
+		"part-a.yml":                 "- {name: part a, copy: {dest: \"{{ dir }}/{{ inventory_hostname }}.a\", content: \"{{ part }} {{ n }}\\n\"}}\n",
+		"part-b.yml":                 "- {name: part b, copy: {dest: \"{{ dir }}/{{ inventory_hostname }}.b\", content: \"{{ part }} {{ n }}\\n\"}}\n",
+		"setup-gpu.yml":              "- {name: gpu setup, copy: {dest: \"{{ dir }}/{{ inventory_hostname }}.setup\", content: \"gpu\\n\"}}\n",
+		"setup-cpu.yml":              "- {name: cpu setup, copy: {dest: \"{{ dir }}/{{ inventory_hostname }}.setup\", content: \"cpu\\n\"}}\n",
+		"roles/greet/tasks/main.yml": "- {name: greet, copy: {dest: \"{{ dir }}/{{ inventory_hostname }}.{{ item }}\", content: \"hi {{ item }}\\n\"}}\n",
+	})
+	plays, err := playbook.Load(filepath.Join(dir, "site.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, "h1", "h2")
+	run := e.run(plays, e.options(false))
+	for _, tr := range run.Results {
+		if tr.Status == report.Failed {
+			t.Fatalf("%s on %s: %s", tr.Task, tr.Host, tr.Msg)
+		}
+	}
+	for file, want := range map[string]string{
+		"h1.a": "a 0\n", "h1.b": "b 1\n", "h1.setup": "gpu\n", "h2.setup": "cpu\n", "h1.x": "hi x\n", "h2.y": "hi y\n",
+	} {
+		host, name, _ := strings.Cut(file, ".")
+		if got, _ := e.read(host, name); got != want {
+			t.Errorf("%s = %q, want %q", file, got, want)
+		}
+	}
+	if rc := run.Recap["h1"]; rc.Skipped != 1 || rc.Changed != 5 {
+		t.Errorf("h1 recap %+v: want the other flavour's task skipped", *rc)
+	}
+}
+
+// TestDynamicIncludeRefusals: what an include loop cannot be expanded at
+// load from is refused, at its file:line:col.
+func TestDynamicIncludeRefusals(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"site.yaml": `- hosts: all
+  tasks:
+    - include_tasks: "{{ item }}.yml"
+      loop: "{{ parts }}"
+    - include_tasks: "{{ item }}-{{ other }}.yml"
+      loop: [a]
+    - include_tasks: "nothing-{{ x }}.yml"
+    - import_tasks: "{{ x }}.yml"
+`,
+	})
+	_, err := playbook.Load(filepath.Join(dir, "site.yaml"))
+	for _, want := range []string{
+		`site.yaml:4:13: loop on include_tasks: give the list itself`,
+		`site.yaml:5:22: include_tasks: "{{ item }}-{{ other }}.yml" reads other`,
+		`site.yaml:7:22: include_tasks: "nothing-{{ x }}.yml": no task file matches nothing-*.yml`,
+		`site.yaml:8:21: import_tasks: "{{ x }}.yml": a templated file name is not supported`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}
