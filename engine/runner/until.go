@@ -32,6 +32,12 @@ func (r *runner) again(ctx context.Context, s *hostRun, p *playbook.Play, t *pla
 		}
 	}
 	setAttempts(attempt)
+	if t.Attempts <= 1 {
+		// retries: 0 allows one attempt, and Ansible's task executor
+		// judges until: only when more than one is allowed: the result
+		// stands as the command left it.
+		return false
+	}
 	vars, err := taskVars(s.host, p, t, s.facts, s.registered, r.o)
 	var holds bool
 	if err == nil {

@@ -47,3 +47,31 @@ func TestUntilRetries(t *testing.T) {
 		t.Errorf("registered: %q, want %q", got, "3 0 1 True\n")
 	}
 }
+
+// TestUntilNoRetries: with retries: 0 Ansible runs the task once and
+// never judges its until (task_executor checks the condition only when
+// more than one attempt is allowed): the result stands as the command
+// left it, with one attempt registered.
+func TestUntilNoRetries(t *testing.T) {
+	e := newEnv(t, "h1")
+	run := e.run(e.load(`- hosts: all
+  gather_facts: false
+  tasks:
+    - name: once
+      command: "true"
+      register: once
+      until: once.rc == 1
+      retries: 0
+    - name: results
+      copy:
+        dest: "{{ dir }}/{{ inventory_hostname }}.results"
+        content: "{{ once.attempts }} {{ once.failed }}\n"
+`), e.options(false))
+	res := results(t, run)
+	if tr := res["once h1"]; tr == nil || tr.Status == report.Failed {
+		t.Errorf("once: %+v, want it not failed", tr)
+	}
+	if got, _ := e.read("h1", "results"); got != "1 False\n" {
+		t.Errorf("registered: %q, want %q", got, "1 False\n")
+	}
+}
