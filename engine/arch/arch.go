@@ -28,6 +28,7 @@ var Layers = map[string]int{
 	"engine/redact":    0,
 	"engine/vault":     0,
 	"engine/safetext":  0,
+	"engine/fnmatch":   0,
 	// What modules and the runner are written in, and the connections.
 	"engine/module":     1,
 	"engine/jinja":      1,

@@ -212,6 +212,8 @@ func TestSelect(t *testing.T) {
 		{"omen*", "omen omen2"},
 		{"node0?", "node01 node02 node03"},
 		{"node0[!3]", "node01 node02"},
+		// Python's fnmatch reads a class that starts with ^ literally.
+		{"node0[^3]", "node03"},
 		{"rack[1]", "node02"},
 		{"om*:!omen2", "omen"},
 		{"~nuc\\d", "nuc1 nuc2"},

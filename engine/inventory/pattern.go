@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"nodeconverge/engine/fnmatch"
 	"nodeconverge/engine/inputs"
 )
 
@@ -301,52 +302,11 @@ func matcher(p string) (func(string) bool, error) {
 	if !strings.ContainsAny(p, "*?[") {
 		return func(s string) bool { return s == p }, nil
 	}
-	re, err := regexp.Compile(globToRegexp(p))
+	re, err := regexp.Compile(fnmatch.Translate(p))
 	if err != nil {
 		return nil, fmt.Errorf("bad glob in host pattern %q: %w", p, err)
 	}
 	return re.MatchString, nil
-}
-
-// globToRegexp translates fnmatch syntax, as Python's fnmatch.translate.
-func globToRegexp(p string) string {
-	var b strings.Builder
-	b.WriteString("^")
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		switch c {
-		case '*':
-			b.WriteString(".*")
-		case '?':
-			b.WriteString(".")
-		case '[':
-			j := i + 1
-			if j < len(p) && p[j] == '!' {
-				j++
-			}
-			if j < len(p) && p[j] == ']' {
-				j++
-			}
-			for j < len(p) && p[j] != ']' {
-				j++
-			}
-			if j >= len(p) {
-				b.WriteString(`\[`)
-				continue
-			}
-			class := p[i+1 : j]
-			if strings.HasPrefix(class, "!") {
-				class = "^" + class[1:]
-			}
-			class = strings.ReplaceAll(class, `\`, `\\`)
-			b.WriteString("[" + class + "]")
-			i = j
-		default:
-			b.WriteString(regexp.QuoteMeta(string(c)))
-		}
-	}
-	b.WriteString("$")
-	return b.String()
 }
 
 // LimitSet is the names of the hosts a --limit selects (SelectLimit), for

@@ -26,6 +26,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"nodeconverge/engine/fnmatch"
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
 )
@@ -148,50 +149,7 @@ func (a *Args) matcher(p string) (*regexp.Regexp, error) {
 		}
 		return r, nil
 	}
-	return regexp.Compile(fnmatchRegexp(p))
-}
-
-// fnmatchRegexp is Python's fnmatch.translate: * any run, ? one character,
-// [seq] and [!seq] classes, everything else literal.
-func fnmatchRegexp(p string) string {
-	var b strings.Builder
-	b.WriteString(`(?s)^`)
-	for i := 0; i < len(p); i++ {
-		switch c := p[i]; c {
-		case '*':
-			b.WriteString(`.*`)
-		case '?':
-			b.WriteString(`.`)
-		case '[':
-			j := i + 1
-			if j < len(p) && p[j] == '!' {
-				j++
-			}
-			if j < len(p) && p[j] == ']' {
-				j++
-			}
-			for j < len(p) && p[j] != ']' {
-				j++
-			}
-			if j >= len(p) {
-				b.WriteString(`\[`)
-				continue
-			}
-			class := p[i+1 : j]
-			class = strings.ReplaceAll(class, `\`, `\\`)
-			if strings.HasPrefix(class, "!") {
-				class = "^" + class[1:]
-			} else if strings.HasPrefix(class, "^") {
-				class = `\` + class
-			}
-			b.WriteString("[" + class + "]")
-			i = j
-		default:
-			b.WriteString(regexp.QuoteMeta(string(c)))
-		}
-	}
-	b.WriteString(`$`)
-	return b.String()
+	return regexp.Compile(fnmatch.Translate(p))
 }
 
 // match is Ansible's pfilter: one of patterns matches the name and none
