@@ -103,6 +103,12 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			active, failedHere = r.leaveBlocks(ctx, prev, t, active)
 			failedInBatch += failedHere
 			prev = t
+			// A host that failed leaving its blocks counts before t
+			// starts, as Ansible counts it with its always's last
+			// result.
+			if active, stopped = r.overLimit(ctx, p, failedInBatch, size, active, true); stopped {
+				break
+			}
 			// A block's rescue runs only where one of its tasks failed,
 			// its tasks only where none did yet (blocks.go).
 			var hs []*hostRun
@@ -118,12 +124,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 				var failedHere int
 				active, failedHere = r.meta(ctx, p, t, active, hs, notified, become)
 				failedInBatch += failedHere
-				if msg := failLimit(p, failedInBatch, size); msg != "" {
-					r.run.AddError(fmt.Sprintf("play %q: %s", p.Name, msg))
-					stopped = true
-					if ti < len(p.Tasks)-1 {
-						active = r.rollbackUnfinished(ctx, p, active, "the play stopped (max_fail_percentage) before this host ran every task")
-					}
+				if active, stopped = r.overLimit(ctx, p, failedInBatch, size, active, ti < len(p.Tasks)-1); stopped {
 					break
 				}
 				continue
@@ -171,14 +172,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 				still = append(still, hs[i])
 			}
 			active = inOrder(active, still)
-			if msg := failLimit(p, failedInBatch, size); msg != "" {
-				r.run.AddError(fmt.Sprintf("play %q: %s", p.Name, msg))
-				stopped = true
-				if ti < len(p.Tasks)-1 {
-					// A host stopped half way through the play is
-					// the partial converge the plan exists to prevent.
-					active = r.rollbackUnfinished(ctx, p, active, "the play stopped (max_fail_percentage) before this host ran every task")
-				}
+			if active, stopped = r.overLimit(ctx, p, failedInBatch, size, active, ti < len(p.Tasks)-1); stopped {
 				break
 			}
 		}
@@ -188,10 +182,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			var failedHere int
 			active, failedHere = r.leaveBlocks(ctx, prev, nil, active)
 			failedInBatch += failedHere
-			if msg := failLimit(p, failedInBatch, size); msg != "" {
-				r.run.AddError(fmt.Sprintf("play %q: %s", p.Name, msg))
-				stopped = true
-			}
+			active, stopped = r.overLimit(ctx, p, failedInBatch, size, active, false)
 		}
 		// Handlers run even after a max_fail stop on the hosts that are
 		// still in: a restart owed for a written file must not be lost. A
@@ -436,6 +427,23 @@ func (r *runner) rollbackUnfinished(ctx context.Context, p *playbook.Play, activ
 
 // failLimit says whether the play must stop. Without max_fail_percentage a
 // play goes on with the hosts that are left, as Ansible does.
+// overLimit stops the play when the batch's failures are past its
+// max_fail_percentage, saying so; more says tasks of the play are left,
+// and then the hosts that wrote are rolled back: a host stopped half way
+// through the play is the partial converge the plan exists to prevent.
+// It returns the hosts still in and whether the play stops.
+func (r *runner) overLimit(ctx context.Context, p *playbook.Play, failed, size int, active []*hostRun, more bool) ([]*hostRun, bool) {
+	msg := failLimit(p, failed, size)
+	if msg == "" {
+		return active, false
+	}
+	r.run.AddError(fmt.Sprintf("play %q: %s", p.Name, msg))
+	if more {
+		active = r.rollbackUnfinished(ctx, p, active, "the play stopped (max_fail_percentage) before this host ran every task")
+	}
+	return active, true
+}
+
 func failLimit(p *playbook.Play, failed, size int) string {
 	if p.MaxFailPercentage == nil || size == 0 {
 		return ""

@@ -202,3 +202,34 @@ func TestBlockNotSaved(t *testing.T) {
 		t.Fatalf("Plan: %v, want a refusal", err)
 	}
 }
+
+// TestBlockFailureStopsPlay: a host that fails once its always sections
+// ran counts against max_fail_percentage before the next task starts, as
+// Ansible's linear strategy counts it with the always task's result: the
+// play stops there, and the other host does not run the next task.
+func TestBlockFailureStopsPlay(t *testing.T) {
+	e := newEnv(t, "h1", "h2")
+	run := e.run(e.load(`- hosts: all
+  gather_facts: false
+  max_fail_percentage: 0
+  tasks:
+    - block:
+        - name: fails on h1
+          command: "{{ 'false' if inventory_hostname == 'h1' else 'true' }}"
+      always:
+        - name: always
+          command: "true"
+    - name: next
+      copy: {dest: "{{ dir }}/{{ inventory_hostname }}.next", content: "x\n"}
+    - name: last
+      copy: {dest: "{{ dir }}/{{ inventory_hostname }}.last", content: "x\n"}
+`), e.options(false))
+	for _, tr := range run.Results {
+		if tr.Task == "next" {
+			t.Errorf("next ran on %s (%s) after h1 failed past max_fail_percentage 0", tr.Host, tr.Status)
+		}
+	}
+	if len(run.Errors) == 0 || !strings.Contains(strings.Join(run.Errors, "\n"), "max_fail_percentage") {
+		t.Errorf("errors %q: want the play stopped by max_fail_percentage", run.Errors)
+	}
+}
