@@ -127,7 +127,11 @@ func (r *runner) planFrom(ctx context.Context, s *hostRun, p *playbook.Play, fro
 			err = module.CheckPaths(pl)
 		}
 		if err != nil {
-			if r.ignoresErrors(s, p, t) {
+			ignored, ierr := r.ignoresErrors(s, p, t)
+			if ierr != nil {
+				err = fmt.Errorf("%w; %w", err, ierr)
+			}
+			if ignored {
 				s.planErrs[t] = err
 				if t.Register != "" {
 					predicted[t.Register] = map[string]any{"changed": false, "failed": true, "skipped": false}

@@ -539,9 +539,7 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 			s.cut = true
 		case derr != nil:
 			tr.Status, tr.Msg = report.Failed, derr.Error()
-			if r.ignoresErrors(s, p, t) {
-				tr.Ignored = true
-			}
+			r.ignoreFailure(s, p, t, tr)
 			r.register(s, t, tr)
 		case why != "":
 			tr.Status, tr.Msg = report.Skipped, why

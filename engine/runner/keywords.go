@@ -343,25 +343,40 @@ func (r *runner) judge(s *hostRun, p *playbook.Play, t *playbook.Task, tr *repor
 			}
 		}
 	}
-	if tr.Status == report.Failed && r.ignoresErrors(s, p, t) {
-		tr.Ignored = true
+	if tr.Status == report.Failed {
+		r.ignoreFailure(s, p, t, tr)
 	}
 	r.register(s, t, tr)
 }
 
+// ignoreFailure marks tr, a failure of t on s, ignored when t ignores
+// errors there; a templated ignore_errors that cannot be decided ignores
+// nothing, and the failure says why.
+func (r *runner) ignoreFailure(s *hostRun, p *playbook.Play, t *playbook.Task, tr *report.TaskResult) {
+	ok, err := r.ignoresErrors(s, p, t)
+	if err != nil {
+		tr.Msg = joinMsg(tr.Msg, err.Error())
+	}
+	tr.Ignored = ok
+}
+
 // ignoresErrors says whether a failure of t on s is ignored: its
 // ignore_errors, or what its templated ignore_errors gives with the host's
-// variables (a template that cannot be decided ignores nothing).
-func (r *runner) ignoresErrors(s *hostRun, p *playbook.Play, t *playbook.Task) bool {
+// variables (a template that cannot be decided ignores nothing, and its
+// error is returned).
+func (r *runner) ignoresErrors(s *hostRun, p *playbook.Play, t *playbook.Task) (bool, error) {
 	if len(t.IgnoreErrorsWhen) == 0 {
-		return t.IgnoreErrors
+		return t.IgnoreErrors, nil
 	}
 	vars, err := taskVars(s.host, p, t, s.facts, s.registered, r.o)
-	if err != nil {
-		return false
+	if err == nil {
+		var ok bool
+		ok, _, err = playbook.Holds(t.IgnoreErrorsWhen, vars)
+		if err == nil {
+			return ok, nil
+		}
 	}
-	ok, _, err := playbook.Holds(t.IgnoreErrorsWhen, vars)
-	return err == nil && ok
+	return false, fmt.Errorf("ignore_errors: not decided, so the failure is not ignored: %w", err)
 }
 
 func isCommandPlan(tr *report.TaskResult) bool { return tr.Plan != nil && len(tr.Plan.Commands) > 0 }
