@@ -73,7 +73,7 @@ func (r *runner) again(ctx context.Context, s *hostRun, p *playbook.Play, t *pla
 			return false
 		}
 	}
-	tr.Status, tr.Msg, tr.Result, tr.Proofs = "", "", nil, nil
+	tr.Status, tr.Msg, tr.Result, tr.Proofs, tr.Ignored = "", "", nil, nil, false
 	return true
 }
 

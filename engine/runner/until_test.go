@@ -75,3 +75,25 @@ func TestUntilNoRetries(t *testing.T) {
 		t.Errorf("registered: %q, want %q", got, "1 False\n")
 	}
 }
+
+// TestUntilIgnoredAttemptForgotten: a failed attempt that ignore_errors
+// ignored leaves nothing on the attempt that succeeds: the task's result
+// is the last attempt's, as Ansible's is.
+func TestUntilIgnoredAttemptForgotten(t *testing.T) {
+	e := newEnv(t, "h1")
+	run := e.run(e.load(`- hosts: all
+  gather_facts: false
+  tasks:
+    - name: second time
+      shell: 'f={{ dir }}/{{ inventory_hostname }}.n; n=$(cat "$f" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$f"; [ $n -ge 2 ]'
+      register: second
+      until: second.rc == 0
+      retries: 2
+      delay: 0
+      ignore_errors: true
+`), e.options(false))
+	res := results(t, run)
+	if tr := res["second time h1"]; tr == nil || tr.Status != report.Changed || tr.Ignored {
+		t.Errorf("second time: %+v, want changed and not ignored", tr)
+	}
+}
