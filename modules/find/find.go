@@ -24,11 +24,11 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"nodeconverge/engine/fnmatch"
 	"nodeconverge/engine/module"
 	"nodeconverge/engine/transport"
+	"nodeconverge/modules/debug"
+	"nodeconverge/modules/stat"
 )
 
 func init() {
@@ -37,17 +37,17 @@ func init() {
 
 // Args are ansible.builtin.find's arguments.
 type Args struct {
-	Paths    List   `yaml:"paths"`
-	Path     List   `yaml:"path"`
-	Name     List   `yaml:"name"`
-	Patterns List   `yaml:"patterns"`
-	Pattern  List   `yaml:"pattern"`
-	Excludes List   `yaml:"excludes"`
-	Exclude  List   `yaml:"exclude"`
-	FileType string `yaml:"file_type"`
-	Hidden   bool   `yaml:"hidden"`
-	Follow   bool   `yaml:"follow"`
-	UseRegex bool   `yaml:"use_regex"`
+	Paths    debug.StringList `yaml:"paths"`
+	Path     debug.StringList `yaml:"path"`
+	Name     debug.StringList `yaml:"name"`
+	Patterns debug.StringList `yaml:"patterns"`
+	Pattern  debug.StringList `yaml:"pattern"`
+	Excludes debug.StringList `yaml:"excludes"`
+	Exclude  debug.StringList `yaml:"exclude"`
+	FileType string           `yaml:"file_type"`
+	Hidden   bool             `yaml:"hidden"`
+	Follow   bool             `yaml:"follow"`
+	UseRegex bool             `yaml:"use_regex"`
 	// GetChecksum and ReadWholeFile are accepted; a checksum is not
 	// returned (reading one is a template error that names it).
 	GetChecksum   bool `yaml:"get_checksum"`
@@ -59,30 +59,6 @@ type Args struct {
 	Age      string `yaml:"age"`
 	AgeStamp string `yaml:"age_stamp"`
 	Size     string `yaml:"size"`
-}
-
-// List is a string or a list of strings, as Ansible's `type: list`
-// arguments take either (a string is split on commas in Validate).
-type List []string
-
-// UnmarshalYAML reads one scalar or a sequence of scalars.
-func (l *List) UnmarshalYAML(n *yaml.Node) error {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		*l = List{n.Value}
-		return nil
-	case yaml.SequenceNode:
-		out := make(List, 0, len(n.Content))
-		for _, c := range n.Content {
-			if c.Kind != yaml.ScalarNode {
-				return fmt.Errorf("line %d: each item must be a string", c.Line)
-			}
-			out = append(out, c.Value)
-		}
-		*l = out
-		return nil
-	}
-	return fmt.Errorf("line %d: must be a string or a list of strings", n.Line)
 }
 
 // Validate settles the aliases and Ansible's list arguments given as one
@@ -113,9 +89,9 @@ func (a *Args) Validate() error {
 		}
 	}
 	if len(a.Patterns) == 0 {
-		a.Patterns = List{"*"}
+		a.Patterns = debug.StringList{"*"}
 		if a.UseRegex {
-			a.Patterns = List{".*"}
+			a.Patterns = debug.StringList{".*"}
 		}
 	}
 	for _, p := range append(append([]string(nil), a.Patterns...), a.Excludes...) {
@@ -127,8 +103,8 @@ func (a *Args) Validate() error {
 }
 
 // splitList is Ansible's list type: each string item split on commas.
-func splitList(in List) List {
-	var out List
+func splitList(in debug.StringList) debug.StringList {
+	var out debug.StringList
 	for _, s := range in {
 		for _, p := range strings.Split(s, ",") {
 			if p = strings.TrimSpace(p); p != "" {
@@ -358,18 +334,7 @@ func parseEntry(rec string) (*entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("entry %q: mode: %w", rec, err)
 	}
-	num := func(s string) any {
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return int(n)
-		}
-		return s
-	}
-	flt := func(s string) any {
-		if v, err := strconv.ParseFloat(s, 64); err == nil {
-			return v
-		}
-		return s
-	}
+	num, flt := stat.Int, stat.Float
 	info := map[string]any{
 		"path": parts[3], "uid": num(f[2]), "gid": num(f[3]), "size": num(f[4]), "inode": num(f[5]), "nlink": num(f[6]),
 		"dev": num(f[7]), "atime": flt(f[8]), "mtime": flt(f[9]), "ctime": flt(f[10]), "pw_name": parts[1], "gr_name": parts[2],
@@ -383,13 +348,7 @@ func setKind(info map[string]any, kind byte, mode uint32) {
 	info["mode"] = fmt.Sprintf("%04o", mode&0o7777)
 	info["isdir"], info["isreg"], info["islnk"] = kind == 'd', kind == 'f', kind == 'l'
 	info["ischr"], info["isblk"], info["isfifo"], info["issock"] = kind == 'c', kind == 'b', kind == 'p', kind == 's'
-	for _, b := range []struct {
-		name string
-		bit  uint32
-	}{{"wusr", 0o200}, {"rusr", 0o400}, {"xusr", 0o100}, {"wgrp", 0o020}, {"rgrp", 0o040}, {"xgrp", 0o010},
-		{"woth", 0o002}, {"roth", 0o004}, {"xoth", 0o001}, {"isuid", 0o4000}, {"isgid", 0o2000}} {
-		info[b.name] = mode&b.bit != 0
-	}
+	stat.SetBits(info, mode)
 }
 
 // Apply is never called: the plan is always empty.

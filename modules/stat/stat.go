@@ -182,18 +182,7 @@ func parse(p, out string) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: mode %q: %w", p, f[0], err)
 	}
-	num := func(s string) any {
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return int(n)
-		}
-		return s
-	}
-	flt := func(s string) any {
-		if v, err := strconv.ParseFloat(s, 64); err == nil {
-			return v
-		}
-		return s
-	}
+	num, flt := Int, Float
 	mode := uint32(raw)
 	kind := mode & 0o170000
 	st := map[string]any{
@@ -204,7 +193,7 @@ func parse(p, out string) (map[string]any, error) {
 		"atime": flt(f[7]), "mtime": flt(f[8]), "ctime": flt(f[9]), "blocks": num(f[10]), "block_size": num(f[11]),
 		"pw_name": f[12], "gr_name": strings.Join(f[13:], " "),
 	}
-	setBits(st, mode)
+	SetBits(st, mode)
 	acc := strings.Fields(lines[1])
 	if len(acc) == 3 {
 		st["readable"], st["writeable"], st["executable"] = acc[0] == "1", acc[1] == "1", acc[2] == "1"
@@ -218,8 +207,27 @@ func parse(p, out string) (map[string]any, error) {
 	return st, nil
 }
 
-// setBits sets Ansible's permission flags (wusr, ..., isgid) of mode.
-func setBits(st map[string]any, mode uint32) {
+// Int is a decimal number of a probe's answer as Ansible's stat gives
+// it (an int), or the text itself when it is not one.
+func Int(s string) any {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return int(n)
+	}
+	return s
+}
+
+// Float is a time of a probe's answer as Ansible's stat gives it (a
+// float), or the text itself when it is not one.
+func Float(s string) any {
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		return v
+	}
+	return s
+}
+
+// SetBits sets Ansible's permission flags (wusr, ..., isgid) of mode, as
+// stat and find return them.
+func SetBits(st map[string]any, mode uint32) {
 	bits := []struct {
 		name string
 		bit  uint32
@@ -256,7 +264,7 @@ func (a *Args) planned(live map[string]any, f *transport.FileInfo) map[string]an
 		}
 	}
 	st["mode"] = fmt.Sprintf("%04o", mode)
-	setBits(st, mode)
+	SetBits(st, mode)
 	st["isdir"], st["isreg"], st["islnk"], st["ischr"], st["isblk"], st["isfifo"], st["issock"] = false, true, false, false, false, false, false
 	delete(st, "lnk_target")
 	delete(st, "lnk_source")
