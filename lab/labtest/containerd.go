@@ -2,9 +2,7 @@ package labtest
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 )
@@ -80,16 +78,5 @@ func containerdBin(g Generation) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("unknown generation %q", g)
 	}
-	if p := os.Getenv(b.env); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", b.env, p, err)
-		}
-		return p, nil
-	}
-	out := filepath.Join(RepoRoot(), "bin", b.out)
-	script := filepath.Join(RepoRoot(), "lab", b.dir, "build.sh")
-	if msg, err := exec.Command(script, out).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%s %s: %w\n%s", script, out, err, msg)
-	}
-	return out, nil
+	return envOrBuild(b.env, b.dir, b.out)
 }

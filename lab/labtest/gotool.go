@@ -33,15 +33,19 @@ func (g *goTool) path(t testing.TB) string {
 	return g.res.path
 }
 
-func (g *goTool) build() (string, error) {
-	if p := os.Getenv(g.env); p != "" {
+func (g *goTool) build() (string, error) { return envOrBuild(g.env, g.name, g.name) }
+
+// envOrBuild is a lab binary: the one the environment variable env names
+// (the lead's prebuilt ones), else bin/NAME built by lab/DIR/build.sh.
+func envOrBuild(env, dir, name string) (string, error) {
+	if p := os.Getenv(env); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", g.env, p, err)
+			return "", fmt.Errorf("%s=%s: %w", env, p, err)
 		}
 		return p, nil
 	}
-	out := filepath.Join(RepoRoot(), "bin", g.name)
-	script := filepath.Join(RepoRoot(), "lab", g.name, "build.sh")
+	out := filepath.Join(RepoRoot(), "bin", name)
+	script := filepath.Join(RepoRoot(), "lab", dir, "build.sh")
 	if msg, err := exec.Command(script, out).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%s %s: %w\n%s", script, out, err, msg)
 	}
