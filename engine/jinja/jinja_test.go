@@ -121,17 +121,17 @@ func TestUndefined(t *testing.T) {
 // TestValuesAreData: a substituted value is never parsed again, and
 // Quoted makes each substitution one quoted word.
 func TestValuesAreData(t *testing.T) {
-	tpl, _ := Parse("{{ x }}")
+	tpl := mustParse(t, "{{ x }}")
 	out, err := tpl.Render(map[string]any{"x": "{{ name }}{% if 1 %}y{% endif %}"})
 	if err != nil || out != "{{ name }}{% if 1 %}y{% endif %}" {
 		t.Errorf("re-parsed: %q %v", out, err)
 	}
-	tpl, _ = Parse("echo {{ hostile }} > /tmp/{{ name }}")
+	tpl = mustParse(t, "echo {{ hostile }} > /var/lib/{{ name }}")
 	out, err = tpl.Quoted(vars, func(s string) string { return "<" + s + ">" })
-	if err != nil || out != "echo <$(reboot); `id` 'q'> > /tmp/<gpu01>" {
+	if err != nil || out != "echo <$(reboot); `id` 'q'> > /var/lib/<gpu01>" {
 		t.Errorf("Quoted = %q, %v", out, err)
 	}
-	tpl, _ = Parse("{% if flag %}rm -rf /{% endif %}")
+	tpl = mustParse(t, "{% if flag %}rm -rf /{% endif %}")
 	if _, err := tpl.Quoted(vars, func(s string) string { return s }); err == nil {
 		t.Error("Quoted accepted a block tag")
 	}
@@ -246,4 +246,14 @@ func TestLookup(t *testing.T) {
 			t.Errorf("%s rendered", src)
 		}
 	}
+}
+
+// mustParse parses src, failing the test when it does not parse.
+func mustParse(t *testing.T, src string) *Template {
+	t.Helper()
+	tpl, err := Parse(src)
+	if err != nil {
+		t.Fatalf("Parse(%q): %v", src, err)
+	}
+	return tpl
 }
