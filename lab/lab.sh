@@ -24,6 +24,8 @@ for fd in "/proc/$$/fd"/*; do
 done
 LAB_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NODE_PATH_ENV=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# Debian's runc (lab/deps.sh), the real runc behind every node's runc stand-in.
+REAL_RUNC=/usr/sbin/runc
 # Host paths each node gets its own copy of (bind-mounted from DIR/nodes/NAME/<same path>).
 # /run/nri: containerd 2.x's NRI socket; without it two 2.x nodes collide on one socket.
 MOUNTED_DIRS=(/etc/containerd /etc/sysctl.d /etc/cni/net.d /run/containerd /run/nri /var/lib/containerd
@@ -173,12 +175,14 @@ nvidia_standin() {
 
 # runc_standin NAME NODE_DIR: /usr/local/sbin/runc of a node, the runc STAND-IN: lab-runc
 # (lab/standins/labrunc) turns systemd cgroups into cgroupfs ones under this node's own subtree and
-# copes with the missing CAP_SYS_RESOURCE, then execs /usr/sbin/runc. It logs each call to
-# NODE_DIR/runc.log.
+# copes with the missing CAP_SYS_RESOURCE, then execs the real runc: Debian's $REAL_RUNC, which the
+# node's init bind-mounts at NODE_DIR/real-runc (a node may have the stand-in at /usr/sbin/runc as
+# well, for a config naming that path, so the stand-in is not told to run /usr/sbin/runc). It logs
+# each call to NODE_DIR/runc.log.
 runc_standin() {
 	printf '#!/bin/sh\n# lab STAND-IN for runc (see lab/standins/labrunc and lab/README.md).\n'
 	# shellcheck disable=SC2016
-	printf 'exec %s -lab-cgroup=%s -lab-log=%s -- "$@"\n' "'$STANDIN_DIR/lab-runc'" "'$(cgroup_key "$1")'" "'$2/runc.log'"
+	printf 'exec %s -lab-cgroup=%s -lab-log=%s -lab-real-runc=%s -- "$@"\n' "'$STANDIN_DIR/lab-runc'" "'$(cgroup_key "$1")'" "'$2/runc.log'" "'$2/real-runc'"
 }
 
 # cgroup_key NAME: the cgroupfs subtree (below each controller's mount) that a node's containers run
@@ -268,6 +272,8 @@ setup_node() {
 		nvidia_standin "$f" >"$nd/usr/local/nvidia/toolkit/$f"
 	done
 	runc_standin "$name" "$nd" >"$nd/usr/local/sbin/runc"
+	# The mount point of the real runc the stand-in runs (see init.sh below): empty outside the node.
+	: >"$nd/real-runc"
 	chmod 700 "$nd/root" "$nd/root/.ssh"
 	chmod 600 "$nd/root/.ssh/authorized_keys"
 	chmod 755 "$nd/usr/local/sbin/systemctl" "$nd/usr/local/sbin/journalctl" "$nd/usr/local/sbin/modprobe" "$nd/usr/local/sbin/lsmod" "$nd/usr/local/sbin/runc" "$nd"/usr/local/nvidia/toolkit/*
@@ -312,6 +318,9 @@ EOF
 		echo 'set -e'
 		for d in "${MOUNTED_DIRS[@]}"; do echo "mount --bind '$nd$d' '$d'"; done
 		for f in "${PROC_FILES[@]}"; do echo "mount --bind '$nd$f' '$f'"; done
+		# Debian's runc where the node's runc stand-in runs it: bound before anything can put the
+		# stand-in at /usr/sbin/runc in this namespace, so it is always the machine's real runc.
+		echo "mount --bind '$REAL_RUNC' '$nd/real-runc'"
 		for t in "${STANDIN_TOOLS[@]}"; do
 			for d in /usr/bin /usr/sbin /bin /sbin; do
 				# /bin is /usr/bin on a merged-/usr host: one mount each real file.

@@ -1,6 +1,7 @@
 package labtest
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -434,6 +435,20 @@ func TestStandIns(t *testing.T) {
 	}
 	if out, err := l.TryExec(other, "systemctl", "is-enabled", "demo"); err == nil {
 		t.Errorf("the other node has demo: %q", out)
+	}
+
+	// The runc stand-in at /usr/sbin/runc too (as e2e's lab-links put it
+	// for EKS's BinaryName = "/usr/sbin/runc"): it runs Debian's runc from
+	// the node's lab-private path, once, not itself again.
+	l.Exec(t, n, "mount", "--bind", "/usr/local/sbin/runc", "/usr/sbin/runc")
+	if out := l.Exec(t, n, "/usr/sbin/runc", "--version"); !strings.HasPrefix(out, "runc version") {
+		t.Errorf("/usr/sbin/runc --version through the stand-in: %q", out)
+	}
+	if log := readFile(t, n2p(l, n, "runc.log")); strings.Count(log, "runc --version") != 1 {
+		t.Errorf("the stand-in's log does not show one call:\n%s", log)
+	}
+	if b, err := os.ReadFile("/usr/sbin/runc"); err != nil || bytes.Contains(b, []byte("STAND-IN")) {
+		t.Errorf("the machine's /usr/sbin/runc is the stand-in (%v)", err)
 	}
 }
 

@@ -1,9 +1,19 @@
 // Command lab-runc is the lab's runc STAND-IN: a thin wrapper that adapts
 // what containerd asks of runc to what this machine can do, then execs the
-// real runc (/usr/sbin/runc, Debian's). lab.sh installs a two-line script
-// as /usr/local/sbin/runc in every node (first on the daemon's PATH, so the
-// shim's plain `runc` and the nvidia-container-runtime stand-ins' `exec
-// runc` both land here) that runs this program with the node's settings.
+// real runc (Debian's /usr/sbin/runc, reached at the path -lab-real-runc
+// names). lab.sh installs a two-line script as /usr/local/sbin/runc in
+// every node (first on the daemon's PATH, so the shim's plain `runc` and
+// the nvidia-container-runtime stand-ins' `exec runc` both land here) that
+// runs this program with the node's settings.
+//
+// The real runc is named apart from /usr/sbin/runc because a node may have
+// the stand-in there too: a config whose runtime says BinaryName =
+// "/usr/sbin/runc" gets the stand-in at that path (e2e's lab-links), and
+// forwarding to /usr/sbin/runc would then run the stand-in again. lab.sh
+// bind-mounts Debian's runc, in the node's own mount namespace, at a
+// lab-private path in the node's directory and passes that path. A call
+// that reaches the stand-in from the stand-in (envDepth set) is refused
+// rather than looping.
 //
 // Two things stand in the way of real sandboxes on a lab node, and each is
 // changed here, nothing else:
@@ -37,15 +47,20 @@ import (
 	"time"
 )
 
-// realRunc is the runc this stand-in hands every call to.
-const realRunc = "/usr/sbin/runc"
+// defaultRealRunc is the runc this stand-in hands every call to when
+// -lab-real-runc does not name another path.
+const defaultRealRunc = "/usr/sbin/runc"
+
+// envDepth marks a call the stand-in hands on: the real runc never runs
+// the stand-in, so a stand-in that finds it set was reached from itself.
+const envDepth = "NODECONVERGE_LAB_RUNC_FORWARDED"
 
 // valueFlags are runc's global flags that take a value.
 var valueFlags = map[string]bool{"--log": true, "--log-format": true, "--root": true, "--criu": true, "--rootless": true}
 
 func main() {
 	args := os.Args[1:]
-	cgroupRoot, logFile := "/nodeconverge-lab", ""
+	cgroupRoot, logFile, realRunc := "/nodeconverge-lab", "", defaultRealRunc
 	// The wrapper's own flags come first, ended by "--".
 	for len(args) > 0 {
 		a := args[0]
@@ -62,8 +77,16 @@ func main() {
 			cgroupRoot = v
 		case "-lab-log":
 			logFile = v
+		case "-lab-real-runc":
+			realRunc = v
 		}
 		args = args[1:]
+	}
+	if os.Getenv(envDepth) != "" {
+		err := fmt.Errorf("the real runc %s runs this stand-in again (it is a link to the stand-in, not runc): give the stand-in Debian's runc with -lab-real-runc", realRunc)
+		note(logFile, args, nil, err)
+		fmt.Fprintf(os.Stderr, "lab-runc (runc stand-in): %v\n", err)
+		os.Exit(1)
 	}
 	out, changes, err := adapt(args, cgroupRoot)
 	note(logFile, args, changes, err)
@@ -71,7 +94,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "lab-runc (runc stand-in): %v\n", err)
 		os.Exit(1)
 	}
-	if err := syscall.Exec(realRunc, append([]string{"runc"}, out...), os.Environ()); err != nil {
+	env := append(os.Environ(), envDepth+"=1")
+	if err := syscall.Exec(realRunc, append([]string{"runc"}, out...), env); err != nil {
 		fmt.Fprintf(os.Stderr, "lab-runc (runc stand-in): exec %s: %v\n", realRunc, err)
 		os.Exit(1)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -77,5 +78,58 @@ func TestAdaptCgroupsPath(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMain runs the stand-in itself when a test re-executes this binary
+// with labruncMain set, so the tests below drive the real main().
+func TestMain(m *testing.M) {
+	if os.Getenv("labruncMain") != "" {
+		os.Unsetenv("labruncMain")
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// standin runs main() with args and env; it returns its output and error.
+func standin(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), "labruncMain=1"), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// The stand-in hands a call to the runc -lab-real-runc names, with the
+// call's arguments, marked as forwarded; a call that reaches it marked
+// (its real runc is the stand-in again) is refused, not looped.
+func TestForwardsToTheRealRunc(t *testing.T) {
+	dir := t.TempDir()
+	real, got := filepath.Join(dir, "runc"), filepath.Join(dir, "called")
+	script := "#!/bin/sh\nprintf '%s|%s|%s\\n' \"$0\" \"$*\" \"$" + envDepth + "\" >'" + got + "'\n"
+	if err := os.WriteFile(real, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := standin(t, nil, "-lab-real-runc="+real, "--", "--root", "/run/runc", "state", "abc"); err != nil {
+		t.Fatalf("stand-in: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(got)
+	if err != nil {
+		t.Fatalf("the real runc was not run: %v", err)
+	}
+	if want := real + "|--root /run/runc state abc|1\n"; string(b) != want {
+		t.Errorf("the real runc got %q, want %q", b, want)
+	}
+
+	if err := os.Remove(got); err != nil {
+		t.Fatal(err)
+	}
+	out, err := standin(t, []string{envDepth + "=1"}, "-lab-real-runc="+real, "--", "state", "abc")
+	if err == nil || !strings.Contains(out, "runs this stand-in again") {
+		t.Fatalf("a forwarded call: want a refusal naming the loop, got %v\n%s", err, out)
+	}
+	if _, err := os.Stat(got); !os.IsNotExist(err) {
+		t.Errorf("a forwarded call still ran the real runc (%v)", err)
 	}
 }
