@@ -1030,6 +1030,35 @@ func (l *loader) itemName(file, loopVar, indexVar string, item any, i int, at *y
 	return name, nil
 }
 
+// includeGuard is the task that fails a host where a templated
+// include_tasks name (the expression name) renders to none of the files
+// rels read at load, as Ansible's include fails on a file it cannot find:
+// without it the host would run none of them and go on as if converged.
+// It stands where Ansible's include task does, and counts as it does (ok
+// where it includes, skipped where the include's when: is false).
+func (l *loader) includeGuard(file, name string, rels []string, handler bool, at *yaml.Node) []*Task {
+	line, col := at.Line, at.Column
+	str := func(s string) *yaml.Node {
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s, Line: line, Column: col}
+	}
+	quoted := make([]string, len(rels))
+	for i, rel := range rels {
+		quoted[i] = strconv.Quote(rel)
+	}
+	task := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: line, Column: col, Content: []*yaml.Node{
+		str("name"), str("include_tasks: " + file),
+		str("assert"), {Kind: yaml.MappingNode, Tag: "!!map", Line: line, Column: col, Content: []*yaml.Node{
+			str("that"), str(fmt.Sprintf("(%s) in [%s]", name, strings.Join(quoted, ", "))),
+			str("fail_msg"), str(fmt.Sprintf("include_tasks renders to {{ %s }} here, and no such task file was found (read at load: %s)", name, strings.Join(rels, ", "))),
+			str("quiet"), {Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true", Line: line, Column: col},
+		}},
+	}}
+	if t := l.task(task, handler); t != nil {
+		return []*Task{t}
+	}
+	return nil
+}
+
 // templatedInclude reads an include_tasks whose file name is a template
 // of the host's variables ("setup-{{ ansible_os_family }}.yml"): every
 // task file the name can give (the name with each {{ }} as a wildcard,
@@ -1097,7 +1126,7 @@ func (l *loader) templatedInclude(file string, handler bool, at *yaml.Node) []*T
 		l.add(nodeErr(l.file, at, "include_tasks: %q: no task file matches %s (looked in %s)", file, glob.String(), strings.Join(dedupeStrings(dirs), ", ")))
 		return nil
 	}
-	var out []*Task
+	out := l.includeGuard(file, name, rels, handler, at)
 	for _, rel := range rels {
 		src := fmt.Sprintf("(%s) == %s", name, strconv.Quote(rel))
 		e, err := jinja.ParseExpr(src)

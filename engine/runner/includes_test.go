@@ -87,3 +87,44 @@ func TestDynamicIncludeRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestDynamicIncludeNoFile: a host whose templated include_tasks name
+// renders to a file that is not there fails, as Ansible's include does
+// ("Could not find or access"), instead of silently running none of the
+// files read at load.
+func TestDynamicIncludeNoFile(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"site.yaml": `- hosts: all
+  gather_facts: false
+  vars:
+    flavour: "{{ 'gpu' if inventory_hostname == 'h1' else 'tpu' }}"
+  tasks:
+    - name: per flavour
+      include_tasks: "setup-{{ flavour }}.yml"
+`,
+		"setup-gpu.yml": "- {name: gpu setup, copy: {dest: \"{{ dir }}/{{ inventory_hostname }}.setup\", content: \"gpu\\n\"}}\n",
+	})
+	plays, err := playbook.Load(filepath.Join(dir, "site.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, "h1", "h2")
+	run := e.run(plays, e.options(false))
+	if rc := run.Recap["h1"]; rc.Failed != 0 || rc.Changed != 1 {
+		t.Errorf("h1 recap %+v: want its setup run", *rc)
+	}
+	rc := run.Recap["h2"]
+	if rc.Failed != 1 {
+		t.Errorf("h2 recap %+v: want it failed, its setup-tpu.yml missing", *rc)
+	}
+	var msgs []string
+	for _, tr := range run.Results {
+		if tr.Host == "h2" && tr.Status == report.Failed {
+			msgs = append(msgs, tr.Msg)
+		}
+	}
+	if !strings.Contains(strings.Join(msgs, "\n"), "setup-tpu.yml") {
+		t.Errorf("h2's failure %q does not name the file it rendered to", msgs)
+	}
+}
