@@ -286,6 +286,19 @@ func Gate(ctx context.Context, h transport.Prover, o Options) (*Report, error) {
 		switch {
 		case r.Proof.OK():
 		case r.Proof.IsUnproven() && o.Prove == ProveBestEffort:
+		case r.Proof.IsUnproven() && r.Proof.Via == "":
+			// The socket could not be opened at all. A daemon that answered
+			// the poll a moment ago and has died since closes its socket
+			// too, and sshd says "open failed" for both: ask the unit, so
+			// the failure names the death instead of blaming forwarding.
+			if state, dead := daemonGone(ctx, h, o.Service); dead {
+				r.UnitState = state
+				r.Failure = fmt.Sprintf("%s is %s: the daemon died after it answered its health gates, before its proof could reach %s (%s)",
+					o.Service, state, o.Address, r.Proof.String())
+			} else {
+				r.Failure = "the running containerd is not proved: " + r.Proof.String() +
+					" (set prove: best-effort on the restart handler to accept an unproven restart)"
+			}
 		case r.Proof.IsUnproven():
 			r.Failure = "the running containerd is not proved: " + r.Proof.String() +
 				" (set prove: best-effort on the restart handler to accept an unproven restart)"
@@ -295,6 +308,27 @@ func Gate(ctx context.Context, h transport.Prover, o Options) (*Report, error) {
 	}
 	r.Elapsed = time.Since(start)
 	return r, nil
+}
+
+// deathCheck bounds daemonGone's one command: it runs after a proof that
+// may have spent the gate's deadline.
+const deathCheck = 15 * time.Second
+
+// daemonGone asks the node whether the unit is still active (one command,
+// its own short deadline). dead is true only when the node answered and
+// the answer is not active: a node that cannot be asked proves nothing.
+func daemonGone(ctx context.Context, h transport.Prover, service string) (state string, dead bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deathCheck)
+	defer cancel()
+	res, err := h.Exec(ctx, transport.Cmd{Argv: []string{"systemctl", "is-active", service}})
+	if err != nil {
+		return "", false
+	}
+	state = strings.TrimSpace(string(res.Stdout))
+	if state == "" {
+		return "", false
+	}
+	return state, state != "active"
 }
 
 // Prove asks the running daemon over its CRI API (modules/containerd/cri)
