@@ -97,14 +97,34 @@ func argSpecConditions(opts *yaml.Node, str func(string) *yaml.Node) []*yaml.Nod
 				var lits []string
 				for _, c := range val.Content {
 					if c := yamlx.Deref(c); c.Kind == yaml.ScalarNode {
-						lits = append(lits, fmt.Sprintf("%q", c.Value))
+						lits = append(lits, fmt.Sprintf("%q", choiceText(c)))
 					}
 				}
-				out = append(out, str(fmt.Sprintf("%s is not defined or (%s | string) in [%s]", k.Value, k.Value, strings.Join(lits, ", "))))
+				// A list option's value is checked element by element,
+				// as Ansible's _validate_argument_values does.
+				in := "[" + strings.Join(lits, ", ") + "]"
+				out = append(out, str(fmt.Sprintf("%s is not defined or (%s | string) in %s or (%s is not string and %s is iterable and %s is not mapping and (%s | map('string') | reject('in', %s) | list | length == 0))",
+					k.Value, k.Value, in, k.Value, k.Value, k.Value, k.Value, in)))
 			}
 		}
 	}
 	return out
+}
+
+// choiceText is a choice as the value it matches reads through the string
+// filter: a boolean of PyYAML's (Ansible's YAML: true, yes, on and their
+// opposites, any case) as Python prints True and False, anything else as
+// written.
+func choiceText(c *yaml.Node) string {
+	if c.Style == 0 && c.Tag != "!!str" {
+		switch strings.ToLower(c.Value) {
+		case "true", "yes", "on":
+			return "True"
+		case "false", "no", "off":
+			return "False"
+		}
+	}
+	return c.Value
 }
 
 // isTrue is YAML 1.1's true, as Ansible reads the spec.

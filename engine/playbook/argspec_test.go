@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
+	"nodeconverge/engine/jinja"
 	"nodeconverge/engine/module"
 )
 
@@ -77,9 +80,9 @@ func TestRoleArgumentSpec(t *testing.T) {
 	if err := v.Args.Decode(&args); err != nil {
 		t.Fatal(err)
 	}
-	wantThat := []string{"unit_name is defined", `unit_state is not defined or (unit_state | string) in ["started", "stopped"]`}
-	if strings.Join(args.That, "|") != strings.Join(wantThat, "|") || !args.Quiet {
-		t.Errorf("validation asserts %q (quiet %v), want %q", args.That, args.Quiet, wantThat)
+	// What the choices condition decides is TestArgSpecChoices'.
+	if len(args.That) != 2 || args.That[0] != "unit_name is defined" || !strings.HasPrefix(args.That[1], `unit_state is not defined or (unit_state | string) in ["started", "stopped"]`) || !args.Quiet {
+		t.Errorf("validation asserts %q (quiet %v), want unit_name required and unit_state's choices", args.That, args.Quiet)
 	}
 	if !strings.HasSuffix(v.Pos.File, "argument_specs.yml") {
 		t.Errorf("validation task is at %s, want the spec file", v.Pos)
@@ -104,5 +107,44 @@ func TestSelectTagsDynamicInclude(t *testing.T) {
 	}
 	if want := "validate tagged,plain always"; strings.Join(got, ",") != want {
 		t.Errorf("--tags checks selected %v, want %s", got, want)
+	}
+}
+
+// TestArgSpecChoices: a choices condition holds as Ansible's argument
+// validation decides: a value among the choices, a list whose every
+// element is one (a list option with choices), a boolean among boolean
+// choices; an undefined option is not checked.
+func TestArgSpecChoices(t *testing.T) {
+	str := func(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+	var spec yaml.Node
+	if err := yaml.Unmarshal([]byte("state: {choices: [started, stopped]}\nflag: {type: bool, choices: [true, false]}\n"), &spec); err != nil {
+		t.Fatal(err)
+	}
+	conds := argSpecConditions(spec.Content[0], str)
+	if len(conds) != 2 {
+		t.Fatalf("conditions %v", conds)
+	}
+	for _, c := range []struct {
+		cond int
+		vars map[string]any
+		want bool
+	}{
+		{0, map[string]any{"state": "started"}, true},
+		{0, map[string]any{"state": "gone"}, false},
+		{0, map[string]any{}, true},
+		{0, map[string]any{"state": []any{"started", "stopped"}}, true},
+		{0, map[string]any{"state": []any{"started", "gone"}}, false},
+		{1, map[string]any{"flag": true}, true},
+		{1, map[string]any{"flag": false}, true},
+		{1, map[string]any{"flag": "maybe"}, false},
+	} {
+		e, err := jinja.ParseExpr(conds[c.cond].Value)
+		if err != nil {
+			t.Fatalf("%s: %v", conds[c.cond].Value, err)
+		}
+		v, err := e.Eval(c.vars)
+		if err != nil || v != c.want {
+			t.Errorf("%s with %v = %v, %v; want %v", conds[c.cond].Value, c.vars, v, err, c.want)
+		}
 	}
 }
