@@ -83,20 +83,7 @@ func TestHostileValueIsData(t *testing.T) {
 // the directory chdir names.
 func TestShellRunsScripts(t *testing.T) {
 	dir := t.TempDir()
-	h := node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(dir, "state"), RunID: "20260101T000000Z-test"})
-	a := &shell.Args{Cmd: "printf 'x\\ny\\n' | wc -l > out && cat out", Chdir: dir}
-	if err := a.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	plan, err := shell.Module{}.Check(ctx, transport.ReadOnly(h), a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := shell.Module{}.Apply(ctx, h, plan)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runShell(t, dir, &shell.Args{Cmd: "printf 'x\\ny\\n' | wc -l > out && cat out", Chdir: dir})
 	if strings.TrimSpace(res.Output) != "2" {
 		t.Errorf("output %q, want 2", res.Output)
 	}
@@ -110,21 +97,9 @@ func TestShellRunsScripts(t *testing.T) {
 // executable is refused.
 func TestShellExecutable(t *testing.T) {
 	dir := t.TempDir()
-	h := node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(dir, "state"), RunID: "20260101T000000Z-test"})
 	a := &shell.Args{Cmd: `a=(x y z); echo "${#a[@]} $PWD $V"`, Chdir: dir, Executable: "/bin/bash"}
 	a.SetEnvironment(map[string]string{"V": "v1"})
-	if err := a.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	plan, err := shell.Module{}.Check(ctx, transport.ReadOnly(h), a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := shell.Module{}.Apply(ctx, h, plan)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runShell(t, dir, a)
 	if got, want := strings.TrimSpace(res.Output), "3 "+dir+" v1"; got != want {
 		t.Errorf("output %q, want %q", got, want)
 	}
@@ -173,4 +148,24 @@ func TestRegistrationSays(t *testing.T) {
 	if said["5"]+said["6"] != "" {
 		t.Errorf("until: on shell or command refused:\n%s", err)
 	}
+}
+
+// runShell validates a, plans it read-only and applies it on a local node
+// whose state lives under dir, failing the test at any error.
+func runShell(t *testing.T, dir string, a *shell.Args) *module.Result {
+	t.Helper()
+	h := node.NewHost(localconn.New("n1"), node.HostOptions{StateDir: filepath.Join(dir, "state"), RunID: "20260101T000000Z-test"})
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	plan, err := shell.Module{}.Check(ctx, transport.ReadOnly(h), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := shell.Module{}.Apply(ctx, h, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
