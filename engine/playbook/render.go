@@ -81,12 +81,18 @@ func (t *Task) Render(vars map[string]any) (module.Args, error) {
 	// set_fact in a loop: each item sees the facts the earlier items
 	// set (`x: "{{ x + [item] }}"` accumulates), as in Ansible.
 	var facts map[string]any
+	per := t.itemVars()
 	for i, it := range items {
 		lv := map[string]any{t.LoopVar(): it}
 		if t.indexVar != "" {
 			lv[t.indexVar] = i
 		}
 		iv := MergeVars(vars, facts, lv)
+		if per != nil {
+			if iv, err = t.withItemVars(iv, per); err != nil {
+				return nil, err
+			}
+		}
 		if t.WhenPerItem() {
 			// Ansible decides a loop's when: per item.
 			ok, _, err := Holds(t.When, iv)

@@ -218,6 +218,17 @@ func (t *Task) ResolveFor(vars map[string]any, data map[string]bool) (map[string
 		dirs[i] = d
 	}
 	vars = MergeVars(vars, map[string]any{jinja.SearchPathVar: dirs, jinja.ActionVar: t.Module})
+	if per := t.itemVars(); per != nil {
+		// Rendered per item, in Render.
+		d := make(map[string]bool, len(data)+len(per))
+		for k, v := range data {
+			d[k] = v
+		}
+		for k := range per {
+			d[k] = true
+		}
+		data = d
+	}
 	out, err := Resolve(vars, t.Names(), data)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ package copy
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -257,10 +259,10 @@ func (Module) Check(ctx context.Context, h transport.Reader, margs module.Args) 
 			fc.Reasons = append(fc.Reasons, fmt.Sprintf("group %s -> %s", live.Group, a.Group))
 		}
 		if len(fc.Reasons) == 0 {
-			return &module.Plan{}, nil
+			return &module.Plan{Vars: resultVars(a.Dest, want)}, nil
 		}
 	}
-	plan := &module.Plan{Files: []module.FileChange{fc}}
+	plan := &module.Plan{Files: []module.FileChange{fc}, Vars: resultVars(a.Dest, want)}
 	if a.ValidateCmd != "" && (fc.Action == module.Create || string(live.Content) != string(want)) {
 		ev, err := ValidateCandidate(ctx, h, a.ValidateCmd, a.Dest, want)
 		if err != nil {
@@ -324,4 +326,13 @@ func (Module) Apply(ctx context.Context, h transport.Writer, p *module.Plan) (*m
 		return nil, err
 	}
 	return &module.Result{Changed: len(ops) > 0, Files: p.Files}, nil
+}
+
+// resultVars are the registered values Ansible's copy and template return
+// whether or not they changed the file (a handler looping over a
+// template's results reads `item.dest`): dest, the content's sha1
+// checksum, its size and state file.
+func resultVars(dest string, content []byte) map[string]any {
+	sum := sha1.Sum(content)
+	return map[string]any{"dest": dest, "checksum": hex.EncodeToString(sum[:]), "size": len(content), "state": "file"}
 }
