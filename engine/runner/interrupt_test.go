@@ -127,3 +127,33 @@ func TestInterruptCutsShortAfterGrace(t *testing.T) {
 		t.Errorf("h1's state %q does not say the service was restored", state)
 	}
 }
+
+// TestInterruptCutsShortLoopRestores: a looped step with
+// Registration.Restore cut short after the grace has its service restored
+// too, as the same step without a loop: a loop must not leave it down.
+func TestInterruptCutsShortLoopRestores(t *testing.T) {
+	e := newEnv(t, "h1")
+	e.write("h1", "conf", "old\n")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	hook := func(step context.Context) error {
+		cancel(errors.New("by SIGINT"))
+		<-step.Done()
+		return fmt.Errorf("restart: %w", step.Err())
+	}
+	interruptHook.Store(&hook)
+	o := e.options(false)
+	o.InterruptGrace = 50 * time.Millisecond
+	play := strings.Replace(interruptPlay, "      test_interrupt: {}\n", "      test_interrupt: {}\n      loop: [a, b]\n", 1)
+	run, err := runner.Run(ctx, e.inv, e.load(play), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := results(t, run)["interrupt h1"]
+	if tr == nil || tr.Status != report.Failed || !strings.Contains(tr.Msg, "service restored: svc active") {
+		t.Fatalf("interrupt h1 = %+v, want cut short and its service restored", tr)
+	}
+	if !strings.Contains(strings.Join(e.p.entries(), "\n"), "restore h1") {
+		t.Errorf("the service was not restored: %q", e.p.entries())
+	}
+}

@@ -40,11 +40,11 @@ func lookup(t *playbook.Task) (*module.Registration, bool) {
 var loops sync.Map
 
 // loopRegistration is a loop around inner's module. It is as imperative
-// as inner, an item's plan is imperative as inner says, and it states
-// nothing else: a loop task reads nothing ahead, proves nothing, and
-// restores nothing.
+// as inner, an item's plan is imperative as inner says, and an item cut
+// short has its service restored as inner restores it; it states nothing
+// else: a loop task reads nothing ahead and proves nothing.
 func loopRegistration(inner *module.Registration) *module.Registration {
-	return &module.Registration{
+	reg := &module.Registration{
 		Name:       inner.Name,
 		Module:     loopModule{inner: inner.Module},
 		Imperative: inner.Imperative,
@@ -60,6 +60,37 @@ func loopRegistration(inner *module.Registration) *module.Registration {
 			return false
 		},
 	}
+	if inner.Restore != nil {
+		reg.Restore = func(ctx context.Context, h transport.Writer, p *module.Plan) (string, error) {
+			return restoreItems(ctx, h, p, inner.Restore)
+		}
+	}
+	return reg
+}
+
+// restoreItems restores what each item of a loop's plan may have left
+// down (which item was cut short is not known, and a restore brings a
+// service up whatever its state): the states it reports, each once, and
+// every item's failure.
+func restoreItems(ctx context.Context, h transport.Writer, p *module.Plan, restore func(context.Context, transport.Writer, *module.Plan) (string, error)) (string, error) {
+	var states []string
+	var errs []error
+	seen := map[string]bool{}
+	for i, ip := range p.Items {
+		if ip == nil || ip.Skip != "" || !ip.Changed() {
+			continue
+		}
+		st, err := restore(ctx, h, ip)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("item %d: %w", i+1, err))
+			continue
+		}
+		if !seen[st] {
+			seen[st] = true
+			states = append(states, st)
+		}
+	}
+	return strings.Join(states, ", "), errors.Join(errs...)
 }
 
 // NewArgs is a loop's arguments: one module.Args per item.
