@@ -62,6 +62,10 @@ func TestRoleArgumentSpec(t *testing.T) {
 	}
 	var names []string
 	for _, tk := range plays[0].Tasks {
+		if tk.Meta != "" {
+			// A dynamic include's marker (Task.Meta) runs no module.
+			continue
+		}
 		names = append(names, tk.Module+" "+tk.DisplayName())
 	}
 	want := []string{

@@ -143,6 +143,10 @@ type Task struct {
 	// changes nothing in nodeconverge, whose check mode never runs a
 	// command (the modules that only read run in check mode anyway).
 	CheckMode *bool
+	// standsForInclude says the task is the guard that stands for a
+	// templated include_tasks itself (counted as Ansible counts the
+	// include): the include's when: decides it, never quietly.
+	standsForInclude bool
 	// Meta is a meta: task's action (flush_handlers, noop), "" for a
 	// module's task; its Module is the key as written (meta or
 	// ansible.builtin.meta) and it has no arguments: the runner does it
@@ -209,6 +213,11 @@ type Cond struct {
 	Expr *jinja.Expr
 	Src  string
 	Pos  Pos
+	// Quiet says the condition picks which of the files a templated
+	// include names a host reads: where it is false the task is not the
+	// host's at all (Ansible never reads it there), so it is skipped
+	// without a result, a count or a registered value.
+	Quiet bool
 }
 
 // Names are the variables the task's conditions and arguments read.
@@ -742,7 +751,30 @@ func (l *loader) tasks(n *yaml.Node, handler bool) []*Task {
 	for _, item := range v.Content {
 		if m := yamlx.Deref(item); m != nil && m.Kind == yaml.MappingNode {
 			if _, ok := module.Lookup("set_fact"); ok {
-				l.includeVars(m)
+				if alts := l.includeVars(m); alts != nil {
+					// A templated include_vars: one set_fact per file
+					// it can name, each under its condition, listed
+					// once as the include_vars it is (--list-tasks).
+					var inc *Include
+					for _, a := range alts {
+						t := l.task(a, handler)
+						if t == nil {
+							continue
+						}
+						if inc == nil {
+							inc = &Include{Name: includeVarsKey(m), Tags: t.Tags}
+							if t.Name != "" {
+								inc.Name = t.Name
+								if l.curRole != nil {
+									inc.Name = l.curRole.Name + " : " + t.Name
+								}
+							}
+						}
+						t.IncludedBy = inc
+						out = append(out, t)
+					}
+					continue
+				}
 			}
 			if kind, key, val := includeKind(m); kind != "" {
 				out = append(out, l.included(m, handler, kind, key, val)...)
@@ -1201,7 +1233,7 @@ func (l *loader) conds(n *yaml.Node, what string) ([]*Cond, error) {
 			errs = append(errs, nodeErr(l.file, it, "%s: %v", what, err))
 			continue
 		}
-		out = append(out, &Cond{Expr: e, Src: s.Value, Pos: posOf(l.file, it)})
+		out = append(out, &Cond{Expr: e, Src: s.Value, Pos: posOf(l.file, it), Quiet: s.Tag == quietTag})
 	}
 	if len(errs) > 0 {
 		for _, e := range errs[1:] {
@@ -1211,6 +1243,10 @@ func (l *loader) conds(n *yaml.Node, what string) ([]*Cond, error) {
 	}
 	return out, nil
 }
+
+// quietTag marks the condition a templated include_vars is read under
+// (Cond.Quiet) in the tasks the loader writes for it.
+const quietTag = "!nodeconverge/quiet-include"
 
 // yaml11Bool says whether a condition's scalar is a boolean the way Ansible
 // reads it: YAML 1.1 (PyYAML) makes a plain yes/no/on/off/true/false (in
@@ -1434,4 +1470,15 @@ func (l *loader) meta(n *yaml.Node, handler bool) string {
 		return ""
 	}
 	return v.Value
+}
+
+// includeVarsKey is the include_vars key of task mapping m as written
+// (the action an unnamed task is listed by).
+func includeVarsKey(m *yaml.Node) string {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if k := yamlx.Deref(m.Content[i]); k != nil && strings.TrimPrefix(k.Value, fqcnPrefix) == "include_vars" {
+			return k.Value
+		}
+	}
+	return "include_vars"
 }

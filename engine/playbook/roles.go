@@ -243,6 +243,14 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 		}
 		inherit{vars: vars}.apply(ts)
 	}
+	raw := strings.TrimPrefix(key.Value, fqcnPrefix)
+	dynamic := !handler && (raw == "include_tasks" || raw == "include_role" || raw == "include")
+	mark := func(ts []*Task) []*Task {
+		if !dynamic {
+			return ts
+		}
+		return append([]*Task{l.marker(key, kind, name, handler)}, ts...)
+	}
 	var out []*Task
 	switch kind {
 	case "block":
@@ -283,7 +291,7 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 					l.add(err)
 					return nil
 				}
-				ts := l.taskFile(p, handler, val)
+				ts := mark(l.taskFile(p, handler, val))
 				perItem(i, ts)
 				out = append(out, ts...)
 			}
@@ -298,7 +306,7 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 				l.add(err)
 				return nil
 			}
-			out = l.taskFile(p, handler, val)
+			out = mark(l.taskFile(p, handler, val))
 		}
 	case "import_role", "include_role":
 		ref, err := l.roleArgs(val, kind)
@@ -308,7 +316,7 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 		}
 		if items == nil {
 			ts, hs := l.role(ref, val)
-			out = ts
+			out = mark(ts)
 			l.extraHandlers = append(l.extraHandlers, hs...)
 			break
 		}
@@ -318,13 +326,29 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 			r := *ref
 			r.params = MergeVars(ref.params, map[string]any{loopVar: it})
 			ts, hs := l.role(&r, val)
+			ts = mark(ts)
 			perItem(i, ts)
 			out = append(out, ts...)
 			l.extraHandlers = append(l.extraHandlers, hs...)
 		}
 	}
 	in.apply(out)
-	if raw := strings.TrimPrefix(key.Value, fqcnPrefix); raw == "include_tasks" || raw == "include_role" || raw == "include" {
+	if dynamic && len(in.when) > 0 {
+		// The include's when: decides its marker; the tasks it brings
+		// in are not the host's where it is false (Ansible never reads
+		// them there): quiet.
+		for _, t := range out {
+			if t.Meta == "include" || t.Meta == "include_role" || t.standsForInclude || len(t.When) < len(in.when) {
+				continue
+			}
+			for k := range in.when {
+				q := *t.When[k]
+				q.Quiet = true
+				t.When[k] = &q
+			}
+		}
+	}
+	if raw == "include_tasks" || raw == "include_role" || raw == "include" {
 		inc := &Include{Name: key.Value, Tags: ownTags}
 		if name != "" {
 			inc.Name = name
@@ -344,6 +368,19 @@ func (l *loader) included(v *yaml.Node, handler bool, kind string, key, val *yam
 		}
 	}
 	return out
+}
+
+// marker is the task that stands for a dynamic include itself on a host
+// (Task.Meta "include" for include_tasks, "include_role"): Ansible counts
+// an include_tasks that runs as ok (once per file and item) and an
+// include that its when: skips as skipped, and reads none of the tasks
+// of an include that does not run.
+func (l *loader) marker(key *yaml.Node, kind, name string, handler bool) *Task {
+	meta := "include"
+	if kind == "include_role" {
+		meta = "include_role"
+	}
+	return &Task{Pos: posOf(l.file, key), Name: name, Module: key.Value, Meta: meta, Handler: handler, Block: l.blk, Section: l.sec, searchDirs: l.searchDirs(), Role: l.curRole}
 }
 
 // applyKeywords reads include_tasks' apply: the keywords its tasks get.
@@ -899,7 +936,7 @@ func iniValue(path, section, key string) (string, bool) {
 // makes them (set_fact's precedence is one above include_vars'). The
 // file is looked for in the role's vars/, beside the task file, and
 // beside the playbook. A templated name, dir: and name: are refused.
-func (l *loader) includeVars(v *yaml.Node) {
+func (l *loader) includeVars(v *yaml.Node) []*yaml.Node {
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k := yamlx.Deref(v.Content[i])
 		if k == nil || k.Kind != yaml.ScalarNode || strings.TrimPrefix(k.Value, fqcnPrefix) != "include_vars" {
@@ -918,21 +955,25 @@ func (l *loader) includeVars(v *yaml.Node) {
 					file = yamlx.Deref(val.Content[j+1]).Value
 				default:
 					l.add(nodeErr(l.file, kk, "include_vars: %q is not supported (give the file: a role's vars/ file or one beside the task)", kk.Value))
-					return
+					return nil
 				}
 			}
-		}
-		if file == "" || strings.Contains(file, "{{") {
-			l.add(nodeErr(l.file, v.Content[i+1], "include_vars: %q: give a file name (a templated name is not supported: nodeconverge reads vars files at load)", file))
-			return
 		}
 		var dirs []string
 		if l.curRole != nil {
 			dirs = append(dirs, filepath.Join(l.curRole.Path, "vars"), l.curRole.Path)
 		}
 		dirs = append(dirs, filepath.Dir(l.file), filepath.Join(filepath.Dir(l.file), "vars"), l.playDir)
+		dirs = dedupeStrings(dirs)
+		if strings.Contains(file, "{{") {
+			return l.templatedVars(v, i, file, dirs)
+		}
+		if file == "" {
+			l.add(nodeErr(l.file, v.Content[i+1], "include_vars: %q: give a file name", file))
+			return nil
+		}
 		path := ""
-		for _, d := range dedupeStrings(dirs) {
+		for _, d := range dirs {
 			if p := filepath.Join(d, file); filepath.IsAbs(file) {
 				path = file
 				break
@@ -943,31 +984,204 @@ func (l *loader) includeVars(v *yaml.Node) {
 		}
 		if path == "" {
 			l.add(nodeErr(l.file, v.Content[i+1], "include_vars: %q not found (looked in %s)", file, strings.Join(dirs, ", ")))
-			return
+			return nil
 		}
-		data, err := inputs.ReadFile(path, "vars file", inputs.MaxVarsFile)
-		if err != nil {
-			l.add(nodeErr(l.file, v.Content[i+1], "include_vars: %v", err))
-			return
-		}
-		doc, err := parseYAML(path, data)
-		if err != nil {
-			l.add(err)
-			return
-		}
-		m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: val.Line, Column: val.Column}
-		if len(doc.Content) > 0 {
-			if root := yamlx.Deref(doc.Content[0]); root != nil && root.Kind == yaml.MappingNode {
-				m.Content = root.Content
-			} else if !yamlx.IsNull(root) {
-				l.add(nodeErr(path, root, "a vars file must be a mapping of names to values"))
-				return
-			}
+		m := l.varsMapping(path, val)
+		if m == nil {
+			return nil
 		}
 		v.Content[i] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "set_fact", Line: k.Line, Column: k.Column}
 		v.Content[i+1] = m
-		return
+		return nil
 	}
+	return nil
+}
+
+// varsMapping reads a vars file as the mapping a set_fact sets; nil when
+// it has problems (recorded).
+func (l *loader) varsMapping(path string, at *yaml.Node) *yaml.Node {
+	data, err := inputs.ReadFile(path, "vars file", inputs.MaxVarsFile)
+	if err != nil {
+		l.add(nodeErr(l.file, at, "include_vars: %v", err))
+		return nil
+	}
+	doc, err := parseYAML(path, data)
+	if err != nil {
+		l.add(err)
+		return nil
+	}
+	m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: at.Line, Column: at.Column}
+	if len(doc.Content) > 0 {
+		if root := yamlx.Deref(doc.Content[0]); root != nil && root.Kind == yaml.MappingNode {
+			m.Content = root.Content
+		} else if !yamlx.IsNull(root) {
+			l.add(nodeErr(path, root, "a vars file must be a mapping of names to values"))
+			return nil
+		}
+	}
+	return m
+}
+
+// templatedVars reads an include_vars whose file name is a template
+// ("{{ ansible_os_family }}.yml", or "{{ item }}" with with_first_found's
+// list of names): every vars file a name can give (each {{ }} a wildcard,
+// in the directories include_vars looks in) becomes a set_fact task of
+// its variables, under the condition that the host picks that file (the
+// first of the names that is a file found, for with_first_found). The
+// task mapping v (include_vars at index i) is left as it was; the tasks
+// that stand for it are returned.
+func (l *loader) templatedVars(v *yaml.Node, i int, file string, dirs []string) []*yaml.Node {
+	at := v.Content[i+1]
+	terms := []string{file}
+	var whenNode *yaml.Node
+	var rest []*yaml.Node
+	for j := 0; j+1 < len(v.Content); j += 2 {
+		k := yamlx.Deref(v.Content[j])
+		switch {
+		case j == i:
+		case k != nil && k.Value == "with_first_found":
+			list := yamlx.Deref(v.Content[j+1])
+			if strings.TrimSpace(file) != "{{ item }}" || list == nil || list.Kind != yaml.SequenceNode {
+				l.add(nodeErr(l.file, k, "include_vars with with_first_found: give include_vars: \"{{ item }}\" and a list of file names"))
+				return []*yaml.Node{}
+			}
+			terms = nil
+			for _, it := range list.Content {
+				s := yamlx.Deref(it)
+				if s == nil || s.Kind != yaml.ScalarNode {
+					l.add(nodeErr(l.file, it, "with_first_found: each item must be a file name, got %s", yamlx.KindName(s)))
+					return []*yaml.Node{}
+				}
+				terms = append(terms, s.Value)
+			}
+		case k != nil && k.Value == "when":
+			whenNode = v.Content[j+1]
+		default:
+			rest = append(rest, v.Content[j], v.Content[j+1])
+		}
+	}
+	// Each term as an expression, and the files it can name.
+	var exprs []string
+	var cands []string
+	found := map[string]string{}
+	for _, term := range terms {
+		e, glob, err := nameExpr(term)
+		if err != nil {
+			l.add(nodeErr(l.file, at, "include_vars: %v", err))
+			return []*yaml.Node{}
+		}
+		exprs = append(exprs, e)
+		for _, d := range dirs {
+			matches, _ := filepath.Glob(filepath.Join(d, glob))
+			sort.Strings(matches)
+			for _, m := range matches {
+				rel, err := filepath.Rel(d, m)
+				if st, serr := os.Stat(m); err != nil || serr != nil || st.IsDir() {
+					continue
+				}
+				if _, ok := found[rel]; !ok {
+					found[rel] = m
+					cands = append(cands, rel)
+				}
+			}
+		}
+	}
+	var vfiles []string
+	for _, c := range cands {
+		// A wildcard's match that is no vars file (a task file beside
+		// this one) is not a file the host could pick.
+		if isVarsFile(found[c]) {
+			vfiles = append(vfiles, c)
+		}
+	}
+	cands = vfiles
+	if len(cands) == 0 {
+		l.add(nodeErr(l.file, at, "include_vars: no vars file matches %s (looked in %s)", strings.Join(terms, ", "), strings.Join(dirs, ", ")))
+		return []*yaml.Node{}
+	}
+	// picked is the file the host picks: the first term that names a
+	// file found (one term: the name itself).
+	quoted := make([]string, len(cands))
+	for k, c := range cands {
+		quoted[k] = strconv.Quote(c)
+	}
+	set := "[" + strings.Join(quoted, ", ") + "]"
+	picked := exprs[len(exprs)-1]
+	if len(exprs) > 1 {
+		picked = "''"
+		for k := len(exprs) - 1; k >= 0; k-- {
+			picked = fmt.Sprintf("(%s if (%s) in %s else %s)", exprs[k], exprs[k], set, picked)
+		}
+	}
+	var out []*yaml.Node
+	for _, c := range cands {
+		m := l.varsMapping(found[c], at)
+		if m == nil {
+			return []*yaml.Node{}
+		}
+		when := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: at.Line, Column: at.Column}
+		if w := yamlx.Deref(whenNode); w != nil && w.Kind == yaml.SequenceNode {
+			when.Content = append(when.Content, w.Content...)
+		} else if whenNode != nil {
+			when.Content = append(when.Content, whenNode)
+		}
+		when.Content = append(when.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: quietTag, Style: yaml.DoubleQuotedStyle, Value: fmt.Sprintf("(%s) == %s", picked, strconv.Quote(c)), Line: at.Line, Column: at.Column})
+		task := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: v.Line, Column: v.Column}
+		task.Content = append(task.Content, rest...)
+		task.Content = append(task.Content,
+			&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "set_fact", Line: v.Content[i].Line, Column: v.Content[i].Column}, m,
+			&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "when", Line: at.Line, Column: at.Column}, when)
+		out = append(out, task)
+	}
+	return out
+}
+
+// isVarsFile says the file at p reads as a mapping (or is empty).
+func isVarsFile(p string) bool {
+	data, err := inputs.ReadFile(p, "vars file", inputs.MaxVarsFile)
+	if err != nil {
+		return false
+	}
+	doc, err := parseYAML(p, data)
+	if err != nil {
+		return false
+	}
+	if len(doc.Content) == 0 {
+		return true
+	}
+	root := yamlx.Deref(doc.Content[0])
+	return root != nil && (root.Kind == yaml.MappingNode || yamlx.IsNull(root))
+}
+
+// nameExpr is a file name template ("setup-{{ x }}.yml") as a Jinja
+// expression ("setup-" ~ (x) ~ ".yml") and as a glob (setup-*.yml).
+func nameExpr(file string) (string, string, error) {
+	if strings.Contains(file, "{%") {
+		return "", "", fmt.Errorf("%q: only {{ }} is supported in a file name", file)
+	}
+	var expr []string
+	var glob strings.Builder
+	rest := file
+	for rest != "" {
+		i := strings.Index(rest, "{{")
+		if i < 0 {
+			expr = append(expr, strconv.Quote(rest))
+			glob.WriteString(rest)
+			break
+		}
+		j := strings.Index(rest[i:], "}}")
+		if j < 0 {
+			return "", "", fmt.Errorf("%q: unclosed {{", file)
+		}
+		if i > 0 {
+			expr = append(expr, strconv.Quote(rest[:i]))
+			glob.WriteString(rest[:i])
+		}
+		expr = append(expr, "("+strings.TrimSpace(rest[i+2:i+j])+")")
+		glob.WriteString("*")
+		rest = rest[i+j+2:]
+	}
+	return strings.Join(expr, " ~ "), glob.String(), nil
 }
 
 // includeItems reads an include's loop: a list written out, whose items
@@ -1054,6 +1268,7 @@ func (l *loader) includeGuard(file, name string, rels []string, handler bool, at
 		}},
 	}}
 	if t := l.task(task, handler); t != nil {
+		t.standsForInclude = true
 		return []*Task{t}
 	}
 	return nil
@@ -1067,35 +1282,11 @@ func (l *loader) includeGuard(file, name string, rels []string, handler bool, at
 // renders; nodeconverge reads them all, so --syntax-check sees every one,
 // and decides per host which runs.
 func (l *loader) templatedInclude(file string, handler bool, at *yaml.Node) []*Task {
-	if strings.Contains(file, "{%") {
-		l.add(nodeErr(l.file, at, "include_tasks: %q: only {{ }} is supported in a file name", file))
+	name, globPat, err := nameExpr(file)
+	if err != nil {
+		l.add(nodeErr(l.file, at, "include_tasks: %v", err))
 		return nil
 	}
-	// The name as an expression (text ~ (expr) ~ text) and as a glob.
-	var expr []string
-	var glob strings.Builder
-	rest := file
-	for rest != "" {
-		i := strings.Index(rest, "{{")
-		if i < 0 {
-			expr = append(expr, strconv.Quote(rest))
-			glob.WriteString(rest)
-			break
-		}
-		j := strings.Index(rest[i:], "}}")
-		if j < 0 {
-			l.add(nodeErr(l.file, at, "include_tasks: %q: unclosed {{", file))
-			return nil
-		}
-		if i > 0 {
-			expr = append(expr, strconv.Quote(rest[:i]))
-			glob.WriteString(rest[:i])
-		}
-		expr = append(expr, "("+strings.TrimSpace(rest[i+2:i+j])+")")
-		glob.WriteString("*")
-		rest = rest[i+j+2:]
-	}
-	name := strings.Join(expr, " ~ ")
 	var dirs []string
 	dirs = append(dirs, filepath.Dir(l.file))
 	if l.curRole != nil {
@@ -1106,7 +1297,7 @@ func (l *loader) templatedInclude(file string, handler bool, at *yaml.Node) []*T
 	var rels []string
 	paths := map[string]string{}
 	for _, d := range dedupeStrings(dirs) {
-		matches, err := filepath.Glob(filepath.Join(d, glob.String()))
+		matches, err := filepath.Glob(filepath.Join(d, globPat))
 		if err != nil {
 			l.add(nodeErr(l.file, at, "include_tasks: %q: %v", file, err))
 			return nil
@@ -1123,7 +1314,7 @@ func (l *loader) templatedInclude(file string, handler bool, at *yaml.Node) []*T
 		}
 	}
 	if len(rels) == 0 {
-		l.add(nodeErr(l.file, at, "include_tasks: %q: no task file matches %s (looked in %s)", file, glob.String(), strings.Join(dedupeStrings(dirs), ", ")))
+		l.add(nodeErr(l.file, at, "include_tasks: %q: no task file matches %s (looked in %s)", file, globPat, strings.Join(dedupeStrings(dirs), ", ")))
 		return nil
 	}
 	out := l.includeGuard(file, name, rels, handler, at)
@@ -1134,8 +1325,9 @@ func (l *loader) templatedInclude(file string, handler bool, at *yaml.Node) []*T
 			l.add(nodeErr(l.file, at, "include_tasks: %q: %v", file, err))
 			return nil
 		}
+		// (The guard stands for the include: no marker per file.)
 		ts := l.taskFile(paths[rel], handler, at)
-		inherit{when: []*Cond{{Expr: e, Src: src, Pos: posOf(l.file, at)}}}.apply(ts)
+		inherit{when: []*Cond{{Expr: e, Src: src, Pos: posOf(l.file, at), Quiet: true}}}.apply(ts)
 		out = append(out, ts...)
 	}
 	return out

@@ -113,7 +113,7 @@ func (r *runner) planFrom(ctx context.Context, s *hostRun, p *playbook.Play, fro
 			later(t)
 			continue
 		case why != "":
-			if t.Register != "" {
+			if t.Register != "" && why != quietSkip {
 				predicted[t.Register] = map[string]any{"changed": false, "failed": false, "skipped": true}
 			}
 			continue

@@ -120,7 +120,7 @@ func (r *runner) play(ctx context.Context, p *playbook.Play, hosts []*inventory.
 			if len(hs) == 0 {
 				continue
 			}
-			if t.Meta != "" {
+			if t.Meta == "flush_handlers" || t.Meta == "noop" {
 				var failedHere int
 				active, failedHere = r.meta(ctx, p, t, active, hs, notified, become)
 				failedInBatch += failedHere
@@ -541,6 +541,15 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 			tr.Status, tr.Msg = report.Failed, derr.Error()
 			r.ignoreFailure(s, p, t, tr)
 			r.register(s, t, tr)
+		case why == quietSkip || why == "" && t.Meta == "include_role":
+			// Not the host's task at all, or an include_role that
+			// runs (Ansible counts it nowhere): nothing to report.
+			tr.Status = report.Skipped
+			results[i] = tr
+			return
+		case why == "" && t.Meta == "include":
+			// An include_tasks that runs: Ansible's "included", ok.
+			tr.Status, tr.Msg = report.OK, "included"
 		case why != "":
 			tr.Status, tr.Msg = report.Skipped, why
 			r.register(s, t, tr)

@@ -69,8 +69,16 @@ func whenOf(t *playbook.Task) []*playbook.Cond {
 	return t.When
 }
 
+// quietSkip is why a task of a templated include's other file is skipped
+// on a host (playbook.Cond.Quiet): it is not the host's task, so it is
+// skipped without a result, a count or a registered value.
+const quietSkip = "\x00not this host's file"
+
 // falseCondition is the skip message, in Ansible's words.
 func falseCondition(c *playbook.Cond) string {
+	if c.Quiet {
+		return quietSkip
+	}
 	return fmt.Sprintf("Conditional result was False (when: %s)", c.Src)
 }
 

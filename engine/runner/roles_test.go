@@ -248,7 +248,7 @@ func TestIncludeVars(t *testing.T) {
 			}
 		}
 	}
-	if _, err := playbook.Load(filepath.Join(dir, "bad.yaml")); err == nil || !strings.Contains(err.Error(), "a templated name is not supported") {
-		t.Errorf("a templated include_vars: %v", err)
+	if _, err := playbook.Load(filepath.Join(dir, "bad.yaml")); err == nil || !strings.Contains(err.Error(), "include_vars: no vars file matches {{ ansible_os_family }}.yml") {
+		t.Errorf("a templated include_vars no file matches: %v", err)
 	}
 }
