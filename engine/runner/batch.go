@@ -498,12 +498,7 @@ func (r *runner) flushHandlers(ctx context.Context, p *playbook.Play, active []*
 }
 
 func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task, hs []*hostRun, become *bool, because map[string][]string) []*report.TaskResult {
-	if r.o.Observer != nil {
-		r.o.Observer.TaskStart(t.Name, t.Handler)
-		if ts, ok := r.o.Observer.(report.TaskSizer); ok {
-			ts.TaskHosts(len(hs))
-		}
-	}
+	started := r.taskStart(t, len(hs))
 	results := make([]*report.TaskResult, len(hs))
 	fanout.Each(r.o.Forks, hs, func(i int, s *hostRun) {
 		start := time.Now()
@@ -526,6 +521,7 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 				results[i] = tr
 				r.run.Add(tr)
 				if r.o.Observer != nil {
+					started()
 					r.o.Observer.Result(tr)
 				}
 				return
@@ -577,20 +573,9 @@ func (r *runner) runTask(ctx context.Context, p *playbook.Play, t *playbook.Task
 		results[i] = tr
 		r.run.Add(tr)
 		if r.o.Observer != nil {
+			started()
 			r.o.Observer.Result(tr)
 		}
 	})
 	return results
-}
-
-func dedupe(in []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range in {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
 }

@@ -181,3 +181,31 @@ func TestTemplatedIncludeVars(t *testing.T) {
 		t.Errorf("h2 recap %+v: want one ok per include_vars, nothing skipped", *rc)
 	}
 }
+
+// TestUnreadFileNotShown: the human output announces no task of a
+// templated include's file that no host reads, as Ansible's shows none.
+func TestUnreadFileNotShown(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"site.yaml": `- hosts: all
+  gather_facts: false
+  vars: {flavour: gpu}
+  tasks:
+    - include_tasks: "setup-{{ flavour }}.yml"
+`,
+		"setup-gpu.yml": "- {name: gpu setup, copy: {dest: \"{{ dir }}/{{ inventory_hostname }}.setup\", content: \"gpu\\n\"}}\n",
+		"setup-cpu.yml": "- {name: cpu setup, copy: {dest: \"{{ dir }}/{{ inventory_hostname }}.setup\", content: \"cpu\\n\"}}\n",
+	})
+	plays, err := playbook.Load(filepath.Join(dir, "site.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, "h1")
+	var out strings.Builder
+	o := e.options(false)
+	o.Observer = &report.Human{W: &out}
+	e.run(plays, o)
+	if !strings.Contains(out.String(), "gpu setup") || strings.Contains(out.String(), "cpu setup") {
+		t.Errorf("output shows the unread file's task, or not the read one's:\n%s", out.String())
+	}
+}
