@@ -291,13 +291,16 @@ func Gate(ctx context.Context, h transport.Prover, o Options) (*Report, error) {
 			// the poll a moment ago and has died since closes its socket
 			// too, and sshd says "open failed" for both: ask the unit, so
 			// the failure names the death instead of blaming forwarding.
-			if state, dead := daemonGone(ctx, h, o.Service); dead {
+			if state, dead, qerr := daemonGone(ctx, h, o.Service); dead {
 				r.UnitState = state
 				r.Failure = fmt.Sprintf("%s is %s: the daemon died after it answered its health gates, before its proof could reach %s (%s)",
 					o.Service, state, o.Address, r.Proof.String())
 			} else {
 				r.Failure = "the running containerd is not proved: " + r.Proof.String() +
 					" (set prove: best-effort on the restart handler to accept an unproven restart)"
+				if qerr != nil {
+					r.Failure += fmt.Sprintf("; whether %s is still active could not be asked either: %v", o.Service, qerr)
+				}
 			}
 		case r.Proof.IsUnproven():
 			r.Failure = "the running containerd is not proved: " + r.Proof.String() +
@@ -316,19 +319,20 @@ const deathCheck = 15 * time.Second
 
 // daemonGone asks the node whether the unit is still active (one command,
 // its own short deadline). dead is true only when the node answered and
-// the answer is not active: a node that cannot be asked proves nothing.
-func daemonGone(ctx context.Context, h transport.Prover, service string) (state string, dead bool) {
+// the answer is not active: a node that cannot be asked proves nothing,
+// and why it could not is returned for the failure to say.
+func daemonGone(ctx context.Context, h transport.Prover, service string) (state string, dead bool, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deathCheck)
 	defer cancel()
 	res, err := h.Exec(ctx, transport.Cmd{Argv: []string{"systemctl", "is-active", service}})
 	if err != nil {
-		return "", false
+		return "", false, fmt.Errorf("systemctl is-active %s: %w", service, err)
 	}
 	state = strings.TrimSpace(string(res.Stdout))
 	if state == "" {
-		return "", false
+		return "", false, nil
 	}
-	return state, state != "active"
+	return state, state != "active", nil
 }
 
 // Prove asks the running daemon over its CRI API (modules/containerd/cri)
