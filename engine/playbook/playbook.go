@@ -223,7 +223,7 @@ type Cond struct {
 // Names are the variables the task's conditions and arguments read.
 func (t *Task) Names() []string {
 	var out []string
-	for _, cs := range [][]*Cond{t.When, t.ChangedWhen, t.FailedWhen, t.Until} {
+	for _, cs := range [][]*Cond{t.When, t.ChangedWhen, t.FailedWhen, t.Until, t.IgnoreErrorsWhen} {
 		for _, c := range cs {
 			out = append(out, c.Expr.Names()...)
 		}

@@ -127,10 +127,7 @@ func (r *runner) planFrom(ctx context.Context, s *hostRun, p *playbook.Play, fro
 			err = module.CheckPaths(pl)
 		}
 		if err != nil {
-			ignored, ierr := r.ignoresErrors(s, p, t)
-			if ierr != nil {
-				err = fmt.Errorf("%w; %w", err, ierr)
-			}
+			ignored, ierr := r.ignoresErrors(s, p, t, predicted)
 			if ignored {
 				s.planErrs[t] = err
 				if t.Register != "" {
@@ -138,10 +135,12 @@ func (r *runner) planFrom(ctx context.Context, s *hostRun, p *playbook.Play, fro
 				}
 				continue
 			}
-			if r.guarded(t) {
-				// A block's rescue or always takes the failure over
-				// when the host reaches the task: what runs after it
-				// is planned then (blocks.go).
+			if ierr != nil || r.guarded(t) {
+				// Whether the failure is ignored is decided when the
+				// host reaches the task, with what it registered by
+				// then; or a block's rescue or always takes the failure
+				// over there (blocks.go). What runs after it is planned
+				// then.
 				s.planErrs[t] = err
 				for _, rest := range p.Tasks[from+i+1:] {
 					delete(s.plans, rest)

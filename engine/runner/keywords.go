@@ -361,7 +361,7 @@ func (r *runner) judge(s *hostRun, p *playbook.Play, t *playbook.Task, tr *repor
 // errors there; a templated ignore_errors that cannot be decided ignores
 // nothing, and the failure says why.
 func (r *runner) ignoreFailure(s *hostRun, p *playbook.Play, t *playbook.Task, tr *report.TaskResult) {
-	ok, err := r.ignoresErrors(s, p, t)
+	ok, err := r.ignoresErrors(s, p, t, s.registered)
 	if err != nil {
 		tr.Msg = joinMsg(tr.Msg, err.Error())
 	}
@@ -370,13 +370,14 @@ func (r *runner) ignoreFailure(s *hostRun, p *playbook.Play, t *playbook.Task, t
 
 // ignoresErrors says whether a failure of t on s is ignored: its
 // ignore_errors, or what its templated ignore_errors gives with the host's
-// variables (a template that cannot be decided ignores nothing, and its
-// error is returned).
-func (r *runner) ignoresErrors(s *hostRun, p *playbook.Play, t *playbook.Task) (bool, error) {
+// variables and registered, the results registered so far (or, planning,
+// as the plan predicts them). A template that cannot be decided ignores
+// nothing, and its error is returned.
+func (r *runner) ignoresErrors(s *hostRun, p *playbook.Play, t *playbook.Task, registered map[string]any) (bool, error) {
 	if len(t.IgnoreErrorsWhen) == 0 {
 		return t.IgnoreErrors, nil
 	}
-	vars, err := taskVars(s.host, p, t, s.facts, s.registered, r.o)
+	vars, err := taskVars(s.host, p, t, s.facts, registered, r.o)
 	if err == nil {
 		var ok bool
 		ok, _, err = playbook.Holds(t.IgnoreErrorsWhen, vars)
