@@ -45,3 +45,29 @@ func TestTaskVarsPerItem(t *testing.T) {
 		}
 	}
 }
+
+// TestVarsAsList: play and task vars may be a list of mappings, merged in
+// order, as Ansible reads them; anything else in the list is refused.
+func TestVarsAsList(t *testing.T) {
+	plays, err := loadText(t, `- hosts: all
+  vars:
+    - project: foo
+    - svc: [{name: "{{ project }}-app"}]
+    - project: bar
+  tasks:
+    - noop_t: {}
+      vars: [{a: 1}, {b: 2}]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := plays[0].Vars; v["project"] != "bar" || v["svc"] == nil {
+		t.Errorf("play vars %v", v)
+	}
+	if v := plays[0].Tasks[0].Vars; v["a"] != 1 || v["b"] != 2 {
+		t.Errorf("task vars %v", v)
+	}
+	if _, err := loadText(t, "- hosts: all\n  vars: [a, b]\n  tasks: []\n"); err == nil {
+		t.Error("a list of names was accepted as vars")
+	}
+}

@@ -637,6 +637,24 @@ func (l *loader) vars(n *yaml.Node) (map[string]any, error) {
 	if yamlx.IsNull(v) {
 		return map[string]any{}, nil
 	}
+	if v.Kind == yaml.SequenceNode {
+		// Ansible also takes a list of mappings, merged in order (a later
+		// one's names win).
+		out := map[string]any{}
+		for _, item := range v.Content {
+			if it := yamlx.Deref(item); it == nil || it.Kind != yaml.MappingNode {
+				return nil, nodeErr(l.file, item, "vars as a list must be a list of mappings of names to values, got %s", yamlx.KindName(it))
+			}
+			m, err := l.vars(item)
+			if err != nil {
+				return nil, err
+			}
+			for k, x := range m {
+				out[k] = x
+			}
+		}
+		return out, nil
+	}
 	if v.Kind != yaml.MappingNode {
 		return nil, nodeErr(l.file, n, "vars must be a mapping of names to values, got %s", yamlx.KindName(v))
 	}
