@@ -157,12 +157,12 @@ func (r *runner) abandon(s *hostRun) {
 	}
 }
 
-// rollbackContext is the context a rollback runs under: ctx; after a
+// rollbackContext is the context a rollback runs under: ctx when it has a
+// deadline (a task's step), else ctx bounded by rollbackGrace; after a
 // task's timeout a fresh one bounded by rollbackGrace, over a fresh
 // connection to the host (the timed-out one may be hung); after an
 // interruption's grace ran out a fresh one bounded by rollbackGrace over
-// the same connection. The returned
-// func undoes what it set up.
+// the same connection. The returned func undoes what it set up.
 func (r *runner) rollbackContext(ctx context.Context, s *hostRun) (context.Context, func(), error) {
 	if cutShort(ctx) {
 		// An interruption's grace ran out: the connection is sound,
@@ -171,7 +171,15 @@ func (r *runner) rollbackContext(ctx context.Context, s *hostRun) (context.Conte
 		return rctx, cancel, nil
 	}
 	if _, ok := timedOut(ctx); !ok {
-		return ctx, func() {}, nil
+		if _, bounded := ctx.Deadline(); bounded {
+			return ctx, func() {}, nil
+		}
+		// A rollback outside any task's step (a block whose failure no
+		// rescue caught, a stopped play, a flush that could not be
+		// decided) has no task deadline: it gets the grace, so a node
+		// that hangs then cannot stall the run.
+		rctx, cancel := context.WithTimeout(ctx, rollbackGrace)
+		return rctx, cancel, nil
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackGrace)
 	r.abandon(s)

@@ -154,3 +154,4 @@ func TestStoppedPlayNamesHostsNotAttempted(t *testing.T) {
 		t.Error("h1 was attempted")
 	}
 }
+
