@@ -154,4 +154,3 @@ func TestStoppedPlayNamesHostsNotAttempted(t *testing.T) {
 		t.Error("h1 was attempted")
 	}
 }
-
